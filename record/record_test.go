@@ -1,0 +1,420 @@
+package record
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/logfs/logfs/internal/fixtures"
+)
+
+type rec struct {
+	ts      int64
+	key     []byte
+	value   []byte
+	headers []Header
+}
+
+var sampleRecords = []rec{
+	{ts: 1700000000000, key: nil, value: []byte("hello")},
+	{ts: 1700000000005, key: []byte("k"), value: nil},
+	{ts: 1699999999000, key: []byte{}, value: []byte{}},
+	{ts: 1700000000001, key: []byte("key"), value: bytes.Repeat([]byte("v"), 300),
+		headers: []Header{{Key: []byte("h1"), Value: []byte("x")}, {Key: []byte("h2"), Value: nil}, {Key: []byte{}, Value: []byte{}}}},
+}
+
+func buildBatch(t testing.TB, c Compression, recs []rec) []byte {
+	t.Helper()
+	var b Builder
+	for _, r := range recs {
+		b.Append(r.ts, r.key, r.value, r.headers)
+	}
+	out, err := b.BuildWith(BuildOptions{Compression: c})
+	require.NoError(t, err)
+	return bytes.Clone(out)
+}
+
+func TestRoundTripEveryCodec(t *testing.T) {
+	for _, c := range []Compression{None, Gzip, Snappy, LZ4, Zstd} {
+		t.Run(c.String(), func(t *testing.T) {
+			raw := buildBatch(t, c, sampleRecords)
+			SetBaseOffset(raw, 42)
+			batch, err := ParseBatch(raw, 0)
+			require.NoError(t, err)
+			require.Equal(t, Offset(42), batch.BaseOffset)
+			require.Equal(t, Offset(45), batch.LastOffset())
+			require.Equal(t, c, batch.Attributes.Compression())
+			require.Equal(t, int64(1700000000005), batch.MaxTimestamp)
+			var d Decoder
+			it, err := d.Records(&batch)
+			require.NoError(t, err)
+			i := 0
+			for it.Next() {
+				r := it.Record()
+				want := sampleRecords[i]
+				require.Equal(t, Offset(42+i), r.Offset)
+				require.Equal(t, want.ts, r.Timestamp)
+				require.Equal(t, want.key == nil, r.Key == nil, "null key")
+				require.Equal(t, want.value == nil, r.Value == nil, "null value")
+				require.Equal(t, string(want.key), string(r.Key))
+				require.Equal(t, string(want.value), string(r.Value))
+				require.Len(t, r.Headers, len(want.headers))
+				for j, h := range want.headers {
+					require.Equal(t, string(h.Key), string(r.Headers[j].Key))
+					require.Equal(t, h.Value == nil, r.Headers[j].Value == nil)
+				}
+				i++
+			}
+			require.NoError(t, it.Err())
+			require.Equal(t, len(sampleRecords), i)
+		})
+	}
+}
+
+func TestAppendAtGapsAndAttributes(t *testing.T) {
+	var b Builder
+	b.AppendAt(0, 10, nil, []byte("a"), nil)
+	b.AppendAt(7, 11, nil, []byte("b"), nil)
+	raw, err := b.BuildWith(BuildOptions{
+		Attributes: logAppendTimeBit | transactionalBit, LogAppendTime: 99,
+		ProducerID: 5, ProducerEpoch: 1, BaseSequence: 3,
+	})
+	require.NoError(t, err)
+	batch, err := ParseBatch(raw, 0)
+	require.NoError(t, err)
+	require.Equal(t, Offset(7), batch.LastOffset())
+	require.True(t, batch.Attributes.Transactional())
+	require.Equal(t, int64(5), batch.ProducerID)
+	var d Decoder
+	it, err := d.Records(&batch)
+	require.NoError(t, err)
+	var offsets, stamps []int64
+	for it.Next() {
+		offsets = append(offsets, int64(it.Record().Offset))
+		stamps = append(stamps, it.Record().Timestamp)
+	}
+	require.NoError(t, it.Err())
+	require.Equal(t, []int64{0, 7}, offsets)
+	require.Equal(t, []int64{99, 99}, stamps, "LogAppendTime gives every record the batch time")
+}
+
+func TestEmptyBuilder(t *testing.T) {
+	var b Builder
+	_, err := b.Build()
+	require.ErrorIs(t, err, ErrEmptyBatch)
+}
+
+func TestRecordSizeMatchesEncoding(t *testing.T) {
+	var b Builder
+	b.Reset()
+	for i, r := range sampleRecords {
+		before := b.Size()
+		b.Append(r.ts, r.key, r.value, r.headers)
+		require.Equal(t, RecordSize(r.ts-sampleRecords[0].ts, int32(i), r.key, r.value, r.headers), b.Size()-before)
+	}
+}
+
+func TestCorruption(t *testing.T) {
+	good := buildBatch(t, None, sampleRecords)
+	cases := map[string]struct {
+		mutate func([]byte) []byte
+		want   error
+	}{
+		"crc flip":        {func(b []byte) []byte { b[17] ^= 1; return b }, ErrCorrupt},
+		"payload flip":    {func(b []byte) []byte { b[len(b)-3] ^= 0x40; return b }, ErrCorrupt},
+		"attributes flip": {func(b []byte) []byte { b[22] ^= 0x80; return b }, ErrCorrupt},
+		"magic":           {func(b []byte) []byte { b[16] = 1; return b }, ErrUnsupportedMagic},
+		"short length":    {func(b []byte) []byte { b[8], b[9], b[10], b[11] = 0, 0, 0, 10; return b }, ErrCorrupt},
+		"truncated":       {func(b []byte) []byte { return b[:len(b)-1] }, ErrTruncated},
+		"header only":     {func(b []byte) []byte { return b[:30] }, ErrTruncated},
+		"negative length": {func(b []byte) []byte { b[8] = 0xff; return b }, ErrCorrupt},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			b := c.mutate(bytes.Clone(good))
+			s := NewScanner(bytes.NewReader(b), 0, Position(len(b)), ScanOptions{})
+			require.False(t, s.Next())
+			require.ErrorIs(t, s.Err(), c.want)
+			var ce *CorruptError
+			require.ErrorAs(t, s.Err(), &ce)
+			require.Equal(t, Position(0), s.Pos())
+		})
+	}
+}
+
+func TestRecordCorruptionIsAnError(t *testing.T) {
+	// A record whose declared length overruns the batch, with a valid CRC:
+	// the batch parses, the record does not.
+	var b Builder
+	b.Append(1, nil, []byte("abc"), nil)
+	raw, err := b.Build()
+	require.NoError(t, err)
+	raw = bytes.Clone(raw)
+	raw[HeaderSize] = 0x7e // record length 63, far beyond the batch
+	binaryFixCRC(raw)
+	batch, err := ParseBatch(raw, 0)
+	require.NoError(t, err)
+	var d Decoder
+	it, err := d.Records(&batch)
+	require.NoError(t, err)
+	require.False(t, it.Next())
+	require.ErrorIs(t, it.Err(), ErrCorrupt)
+}
+
+func binaryFixCRC(b []byte) {
+	c := crc32Checksum(b[crcStart:])
+	b[17], b[18], b[19], b[20] = byte(c>>24), byte(c>>16), byte(c>>8), byte(c)
+}
+
+func TestScannerStopsAtTornTail(t *testing.T) {
+	var log []byte
+	for i := 0; i < 5; i++ {
+		raw := buildBatch(t, None, sampleRecords)
+		SetBaseOffset(raw, Offset(i*4))
+		log = append(log, raw...)
+	}
+	size := len(log) / 5
+	for cut := 0; cut <= len(log); cut += 7 {
+		s := NewScanner(bytes.NewReader(log[:cut]), 0, Position(cut), ScanOptions{ReadAhead: 100})
+		n := 0
+		for s.Next() {
+			n++
+		}
+		require.Equal(t, cut/size, n, "cut %d", cut)
+		require.Equal(t, Position(n*size), s.Pos())
+		if cut%size == 0 {
+			require.NoError(t, s.Err())
+		} else {
+			require.ErrorIs(t, s.Err(), ErrTruncated)
+		}
+	}
+}
+
+func TestScannerHeadersOnly(t *testing.T) {
+	var log []byte
+	for i := 0; i < 3; i++ {
+		raw := buildBatch(t, None, sampleRecords)
+		SetBaseOffset(raw, Offset(i*4))
+		log = append(log, raw...)
+	}
+	s := NewScanner(bytes.NewReader(log), 0, Position(len(log)), ScanOptions{HeadersOnly: true, ReadAhead: 64})
+	var last []Offset
+	for s.Next() {
+		require.Nil(t, s.Batch().Bytes)
+		last = append(last, s.Batch().LastOffset())
+	}
+	require.NoError(t, s.Err())
+	require.Equal(t, []Offset{3, 7, 11}, last)
+}
+
+func TestDecompressLimit(t *testing.T) {
+	big := bytes.Repeat([]byte("z"), 1<<20)
+	for _, c := range []Compression{Gzip, Snappy, LZ4, Zstd} {
+		t.Run(c.String(), func(t *testing.T) {
+			raw := buildBatch(t, c, []rec{{ts: 1, value: big}})
+			batch, err := ParseBatch(raw, 0)
+			require.NoError(t, err)
+			d := Decoder{Limit: 64 << 10}
+			_, err = d.Records(&batch)
+			require.ErrorIs(t, err, ErrTooLarge)
+			var ok Decoder
+			it, err := ok.Records(&batch)
+			require.NoError(t, err)
+			require.True(t, it.Next())
+			require.Equal(t, len(big), len(it.Record().Value))
+		})
+	}
+}
+
+// manifest holds what ../shared/kafka-fixtures/MANIFEST.md says of each
+// segment: batches, records, first and last offset.
+var manifest = map[string][4]int64{
+	"kafka-3.7-kraft-transactions/kafka-data/__consumer_offsets-29/00000000000000000000.log":                                              {45, 45, 0, 44},
+	"kafka-3.7-kraft-transactions/kafka-data/__consumer_offsets-37/00000000000000000000.log":                                              {44, 44, 0, 43},
+	"kafka-3.7-kraft-transactions/kafka-data/__transaction_state-44/00000000000000000000.log":                                             {4, 4, 0, 3},
+	"kafka-3.7-kraft-transactions/kafka-data/_confluent-ksql-default__command_topic-0/00000000000000000000.log":                           {2, 2, 0, 1},
+	"kafka-3.7-kraft-transactions/kafka-data/_schemas-0/00000000000000000000.log":                                                         {42, 42, 0, 41},
+	"kafka-3.7-kraft-transactions/kafka-data/docker-connect-configs-0/00000000000000000000.log":                                           {10, 10, 0, 9},
+	"kafka-2.1-lz4-logappendtime/kafka-data/__consumer_offsets-9/00000000000000000000.log":                                                {29, 46, 0, 45},
+	"kafka-2.1-lz4-logappendtime/kafka-data/_confluent-command-0/00000000000000000000.log":                                                {1, 2, 0, 1},
+	"kafka-2.1-lz4-logappendtime/kafka-data/_confluent-controlcenter-5-1-2-1-actual-group-consumption-rekey-0/00000000000000000000.log":   {12, 14, 0, 13},
+	"kafka-2.1-lz4-logappendtime/kafka-data/_confluent-controlcenter-5-1-2-1-monitoring-trigger-event-rekey-0/00000000000000000000.log":   {11, 22, 0, 21},
+	"kafka-2.1-lz4-logappendtime/kafka-data/docker-connect-configs-0/00000000000000000000.log":                                            {45, 54, 0, 53},
+	"kafka-2.1-lz4-logappendtime/kafka-data/teamMembers7-0/00000000000000000000.log":                                                      {2, 4, 0, 3},
+	"kafka-2.1-lz4-logappendtime/kafka-data/test10-0/00000000000000000000.log":                                                            {4, 8, 0, 7},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-17/00000000000000000000.log":                                          {1, 1, 0, 0},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-17/00000000000000000001.log":                                          {2, 2, 1, 2},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-28/00000000000000000000.log":                                          {1, 1, 1, 1},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-28/00000000000000000002.log":                                          {1, 1, 2, 2},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-33/00000000000000000000.log":                                          {3, 3, 0, 2},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-39/00000000000000000000.log":                                          {3, 3, 4, 17},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-39/00000000000000000018.log":                                          {1, 2, 18, 19},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-8/00000000000000000000.log":                                           {3, 3, 0, 2},
+	"kafka-2.7-multisegment-compacted/kafka-logs/myTopic-0/00000000000000000038.log":                                                      {0, 0, -1, -1},
+	"kafka-0.11-clean-shutdown/data/mac_test-0/00000000000000000078.log":                                                                  {0, 0, -1, -1},
+	"kafka-0.11-clean-shutdown/data/test0-0/00000000000000000000.log":                                                                     {11, 11, 0, 10},
+	"kafka-0.11-clean-shutdown/data/test0-1/00000000000000000000.log":                                                                     {11, 11, 0, 10},
+	"kafka-0.11-clean-shutdown/data/test0-2/00000000000000000000.log":                                                                     {10, 11, 0, 10},
+}
+
+// TestFixturesDecode reads every segment a real broker wrote and checks the
+// counts MANIFEST.md gives for it: every batch verifies and every record
+// decodes, compressed or not.
+func TestFixturesDecode(t *testing.T) {
+	root := fixtures.Dir(t)
+	files := fixtures.Files(t, ".log")
+	require.Len(t, files, len(manifest))
+	for _, f := range files {
+		rel, err := filepath.Rel(root, f)
+		require.NoError(t, err)
+		want, ok := manifest[rel]
+		require.True(t, ok, "segment %s is not in the manifest", rel)
+		t.Run(rel, func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			require.NoError(t, err)
+			s := NewScanner(bytes.NewReader(data), 0, Position(len(data)), ScanOptions{})
+			var d Decoder
+			var batches, records int64
+			first, last := int64(-1), int64(-1)
+			for s.Next() {
+				batches++
+				b := s.Batch()
+				it, err := d.Records(b)
+				require.NoError(t, err)
+				for it.Next() {
+					r := it.Record()
+					if first < 0 {
+						first = int64(r.Offset)
+					}
+					require.Greater(t, int64(r.Offset), last)
+					last = int64(r.Offset)
+					records++
+				}
+				require.NoError(t, it.Err())
+			}
+			require.NoError(t, s.Err())
+			require.Equal(t, want, [4]int64{batches, records, first, last})
+		})
+	}
+}
+
+func TestFixtureControlBatch(t *testing.T) {
+	root := fixtures.Dir(t)
+	f := filepath.Join(root, "kafka-3.7-kraft-transactions/kafka-data/_confluent-ksql-default__command_topic-0/00000000000000000000.log")
+	data, err := os.ReadFile(f)
+	require.NoError(t, err)
+	s := NewScanner(bytes.NewReader(data), 0, Position(len(data)), ScanOptions{})
+	var control []bool
+	for s.Next() {
+		control = append(control, s.Batch().Attributes.Control())
+		require.True(t, s.Batch().Attributes.Transactional())
+	}
+	require.NoError(t, s.Err())
+	require.Equal(t, []bool{false, true}, control)
+}
+
+// FuzzScan feeds arbitrary bytes to the scanner and the record decoder:
+// whatever the input, the answer is batches or an error, never a panic.
+func FuzzScan(f *testing.F) {
+	for _, c := range []Compression{None, Gzip, Snappy, LZ4, Zstd} {
+		f.Add(buildBatch(f, c, sampleRecords))
+	}
+	for _, p := range globFixtures() {
+		if data, err := os.ReadFile(p); err == nil && len(data) < 64<<10 {
+			f.Add(data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := NewScanner(bytes.NewReader(data), 0, Position(len(data)), ScanOptions{ReadAhead: 512})
+		d := Decoder{Limit: 1 << 20}
+		for s.Next() {
+			b := s.Batch()
+			it, err := d.Records(b)
+			if err != nil {
+				continue
+			}
+			for it.Next() {
+				_ = it.Record().String()
+			}
+		}
+		if s.Err() == nil && s.Pos() != Position(len(data)) {
+			t.Fatalf("clean end at %d of %d", s.Pos(), len(data))
+		}
+	})
+}
+
+// globFixtures lists fixture segments to seed the fuzzer, if they are there.
+func globFixtures() []string {
+	root := os.Getenv(fixtures.EnvDir)
+	if root == "" {
+		root = "../../shared/kafka-fixtures"
+	}
+	var out []string
+	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".log") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+var sink int
+
+func BenchmarkDecode(b *testing.B) {
+	for _, size := range []int{100, 1024} {
+		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
+			var bl Builder
+			val := bytes.Repeat([]byte("x"), size)
+			var log []byte
+			for len(log) < 8<<20 {
+				bl.Reset()
+				for i := 0; i < 64; i++ {
+					bl.Append(int64(i), nil, val, nil)
+				}
+				raw, _ := bl.Build()
+				log = append(log, raw...)
+			}
+			b.SetBytes(int64(len(log)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			var d Decoder
+			for i := 0; i < b.N; i++ {
+				s := NewScanner(bytes.NewReader(log), 0, Position(len(log)), ScanOptions{})
+				for s.Next() {
+					it, err := d.Records(s.Batch())
+					if err != nil {
+						b.Fatal(err)
+					}
+					for it.Next() {
+						sink += len(it.Record().Value)
+					}
+				}
+				if s.Err() != nil {
+					b.Fatal(s.Err())
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkBuild(b *testing.B) {
+	val := bytes.Repeat([]byte("x"), 1024)
+	b.SetBytes(64 * 1024)
+	b.ReportAllocs()
+	var bl Builder
+	for i := 0; i < b.N; i++ {
+		bl.Reset()
+		for j := 0; j < 64; j++ {
+			bl.Append(int64(j), nil, val, nil)
+		}
+		if _, err := bl.Build(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,203 @@
+package record
+
+import (
+	"fmt"
+)
+
+// Record is one record of a batch. Key, Value and the header slices alias the
+// batch or the Decoder's buffer: they are valid until the iterator that
+// produced them moves on, and must be copied to be kept.
+type Record struct {
+	Offset    Offset
+	Timestamp int64
+	Key       []byte // nil for a null key
+	Value     []byte // nil for a null value (a tombstone)
+	Headers   []Header
+}
+
+// Header is a record header. Its key is never null; its value may be.
+type Header struct {
+	Key   []byte
+	Value []byte // nil for a null value
+}
+
+// RecordIter iterates the records of one batch:
+//
+//	it, err := dec.Records(&batch)
+//	for it.Next() {
+//		r := it.Record()
+//		…
+//	}
+//	if err := it.Err(); err != nil { … }
+type RecordIter struct {
+	h       BatchHeader
+	pos     Position // batch position, for errors
+	data    []byte   // the records, decompressed
+	off     int
+	read    int32
+	rec     Record
+	headers []Header
+	err     error
+}
+
+// Next decodes the next record. It returns false at the end of the batch or
+// on an error, which Err then reports.
+func (it *RecordIter) Next() bool {
+	if it.err != nil {
+		return false
+	}
+	if it.read == it.h.RecordCount {
+		if it.off != len(it.data) {
+			it.err = corruptf(it.pos, "%d bytes after the last of %d records", len(it.data)-it.off, it.h.RecordCount)
+		}
+		return false
+	}
+	if err := it.decode(); err != nil {
+		it.err = err
+		return false
+	}
+	it.read++
+	return true
+}
+
+// Record returns the current record; see Record for how long it stays valid.
+func (it *RecordIter) Record() *Record { return &it.rec }
+
+// Err returns the error that stopped the iteration, if any.
+func (it *RecordIter) Err() error { return it.err }
+
+// Header returns the header of the batch being iterated.
+func (it *RecordIter) Header() *BatchHeader { return &it.h }
+
+func (it *RecordIter) decode() error {
+	d := it.data[it.off:]
+	length, n := varint(d, 5)
+	if n <= 0 || length < 0 || int64(len(d)-n) < length {
+		return corruptf(it.pos, "record %d: bad length", it.read)
+	}
+	body := d[n : n+int(length)]
+	it.off += n + int(length)
+
+	p := 1 // attributes byte, unused
+	if len(body) < 1 {
+		return corruptf(it.pos, "record %d: empty", it.read)
+	}
+	tsDelta, n := varint(body[p:], 10)
+	if n <= 0 {
+		return corruptf(it.pos, "record %d: bad timestamp delta", it.read)
+	}
+	p += n
+	offDelta, n := varint(body[p:], 5)
+	if n <= 0 || offDelta < 0 || offDelta > int64(it.h.LastOffsetDelta) {
+		return corruptf(it.pos, "record %d: offset delta out of the batch", it.read)
+	}
+	p += n
+	r := &it.rec
+	r.Offset = it.h.BaseOffset + Offset(offDelta)
+	if it.h.Attributes.LogAppendTime() {
+		r.Timestamp = it.h.MaxTimestamp
+	} else {
+		r.Timestamp = it.h.BaseTimestamp + tsDelta
+	}
+	var ok bool
+	if r.Key, p, ok = bytesField(body, p); !ok {
+		return corruptf(it.pos, "record %d: bad key", it.read)
+	}
+	if r.Value, p, ok = bytesField(body, p); !ok {
+		return corruptf(it.pos, "record %d: bad value", it.read)
+	}
+	count, n := varint(body[p:], 5)
+	// Each header needs at least two bytes, so a count beyond that is a lie
+	// to be caught before it sizes anything.
+	if n <= 0 || count < 0 || count > int64(len(body)-p-n)/2 {
+		return corruptf(it.pos, "record %d: bad header count", it.read)
+	}
+	p += n
+	it.headers = it.headers[:0]
+	for i := int64(0); i < count; i++ {
+		var h Header
+		if h.Key, p, ok = bytesField(body, p); !ok || h.Key == nil {
+			return corruptf(it.pos, "record %d: bad header key", it.read)
+		}
+		if h.Value, p, ok = bytesField(body, p); !ok {
+			return corruptf(it.pos, "record %d: bad header value", it.read)
+		}
+		it.headers = append(it.headers, h)
+	}
+	r.Headers = it.headers
+	if p != len(body) {
+		return corruptf(it.pos, "record %d: %d bytes after its last field", it.read, len(body)-p)
+	}
+	return nil
+}
+
+// bytesField decodes a length-prefixed byte string at b[p:]; length -1 is nil.
+func bytesField(b []byte, p int) ([]byte, int, bool) {
+	l, n := varint(b[p:], 5)
+	if n <= 0 || l < -1 {
+		return nil, p, false
+	}
+	p += n
+	if l == -1 {
+		return nil, p, true
+	}
+	if int64(len(b)-p) < l {
+		return nil, p, false
+	}
+	return b[p : p+int(l) : p+int(l)], p + int(l), true
+}
+
+// varint decodes a zig-zag varint of at most max bytes. n is the number of
+// bytes read, or 0 when b ends first or the varint is longer than max.
+func varint(b []byte, max int) (v int64, n int) {
+	var ux uint64
+	var s uint
+	for i, c := range b {
+		if i == max {
+			return 0, 0
+		}
+		if c < 0x80 {
+			ux |= uint64(c) << s
+			v = int64(ux >> 1)
+			if ux&1 != 0 {
+				v = ^v
+			}
+			return v, i + 1
+		}
+		ux |= uint64(c&0x7f) << s
+		s += 7
+	}
+	return 0, 0
+}
+
+// appendVarint appends the zig-zag encoding of v.
+func appendVarint(b []byte, v int64) []byte {
+	ux := uint64(v) << 1
+	if v < 0 {
+		ux = ^ux
+	}
+	for ux >= 0x80 {
+		b = append(b, byte(ux)|0x80)
+		ux >>= 7
+	}
+	return append(b, byte(ux))
+}
+
+// varintLen is the encoded size of v.
+func varintLen(v int64) int {
+	ux := uint64(v) << 1
+	if v < 0 {
+		ux = ^ux
+	}
+	n := 1
+	for ux >= 0x80 {
+		ux >>= 7
+		n++
+	}
+	return n
+}
+
+// String formats a record for debugging.
+func (r *Record) String() string {
+	return fmt.Sprintf("offset=%d timestamp=%d key=%q value=%q headers=%d", r.Offset, r.Timestamp, r.Key, r.Value, len(r.Headers))
+}
