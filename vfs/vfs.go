@@ -1,0 +1,167 @@
+// Package vfs is the small file system interface that storage and recovery
+// do their log and checkpoint I/O through, so that tests can swap the disk
+// for one that fails the k-th operation or forgets unsynced writes at a
+// simulated crash (see internal/crashfs).
+//
+// Index files are the exception: package index memory-maps them directly,
+// which is why indexes are treated as derived data that recovery checks and
+// rebuilds from the log.
+package vfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// FS is a file system rooted wherever its paths point.
+type FS interface {
+	// OpenFile opens a file like os.OpenFile.
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	// Remove removes a file or an empty directory.
+	Remove(name string) error
+	// RemoveAll removes a path and everything below it.
+	RemoveAll(name string) error
+	// Rename renames a file, replacing newpath atomically if it exists.
+	// The rename is durable only after SyncDir of the directory.
+	Rename(oldpath, newpath string) error
+	// MkdirAll creates a directory and its parents.
+	MkdirAll(dir string, perm os.FileMode) error
+	// ReadDir lists a directory, sorted by name.
+	ReadDir(dir string) ([]os.DirEntry, error)
+	// Stat describes a file.
+	Stat(name string) (os.FileInfo, error)
+	// SyncDir makes the entries of a directory (creates, renames,
+	// removes) durable.
+	SyncDir(dir string) error
+	// Lock takes an exclusive advisory lock on a file, creating it, and
+	// fails at once with ErrLocked if another process holds it.
+	Lock(name string) (io.Closer, error)
+}
+
+// File is an open file. Positions are explicit: there is no shared file
+// offset, so concurrent ReadAt calls are safe.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	Name() string
+	Stat() (os.FileInfo, error)
+	// Sync makes the file's data durable (fdatasync where it suffices).
+	Sync() error
+	Truncate(size int64) error
+}
+
+// ErrLocked is returned by Lock when another process holds the lock.
+var ErrLocked = errors.New("logfs/vfs: locked by another process")
+
+// Default is the operating system's file system.
+var Default FS = osFS{}
+
+type osFS struct{}
+
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (osFS) Remove(name string) error                    { return os.Remove(name) }
+func (osFS) RemoveAll(name string) error                 { return os.RemoveAll(name) }
+func (osFS) Rename(oldpath, newpath string) error        { return os.Rename(oldpath, newpath) }
+func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+func (osFS) ReadDir(dir string) ([]os.DirEntry, error)   { return os.ReadDir(dir) }
+func (osFS) Stat(name string) (os.FileInfo, error)       { return os.Stat(name) }
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (osFS) Lock(name string) (io.Closer, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s: %w", name, ErrLocked)
+		}
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	return f, nil
+}
+
+type osFile struct{ *os.File }
+
+func (f osFile) Sync() error {
+	// fdatasync: the data and the size, which is all a log append changes.
+	for {
+		err := unix.Fdatasync(int(f.Fd()))
+		if err != unix.EINTR {
+			if err != nil {
+				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+			}
+			return nil
+		}
+	}
+}
+
+// WriteFileAtomic replaces name with data so that a crash leaves either the
+// old file or the new one: write name.tmp, fsync it, rename it over name,
+// fsync the directory.
+func WriteFileAtomic(fs FS, name string, data []byte) error {
+	tmp := name + ".tmp"
+	f, err := fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := fs.Rename(tmp, name); err != nil {
+		return err
+	}
+	return fs.SyncDir(filepath.Dir(name))
+}
+
+// ReadFile reads a whole file.
+func ReadFile(fs FS, name string) ([]byte, error) {
+	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, st.Size())
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return buf[:n], nil
+}
