@@ -1,0 +1,135 @@
+// Package index reads and writes a segment's sparse indexes, the .index
+// (offset) and .timeindex (time) files, byte for byte as Apache Kafka lays
+// them out, through memory mappings. It owns every mmap in logfs.
+//
+// # Entry layout
+//
+// An index file is an array of fixed-size entries with no header, no
+// checksum and no padding. Integers are big-endian. Offsets are stored
+// relative to the segment's base offset (the number in the file name), so
+// a relative offset is in [0, MaxInt32].
+//
+// Offset index (.index), 8 bytes an entry:
+//
+//	 0                 4                 8
+//	+-----------------+-----------------+
+//	| relative offset | position        |
+//	| uint32          | uint32          |
+//	+-----------------+-----------------+
+//
+// The batch whose last offset is base+relative offset starts at byte
+// position of the .log. Entries are sparse: storage adds one when more than
+// index.interval.bytes (4096) of log were written since the last, and never
+// for the first batch of a segment, so no entry has position 0.
+//
+// Time index (.timeindex), 12 bytes an entry:
+//
+//	 0                                   8                 12
+//	+-----------------------------------+-----------------+
+//	| timestamp (ms since the epoch)    | relative offset |
+//	| int64                             | uint32          |
+//	+-----------------------------------+-----------------+
+//
+// An entry (T, O) says that T is the largest timestamp up to the batch
+// whose last offset is O, so any record stamped after T is at an offset
+// after O. Timestamps strictly increase, offsets do not decrease.
+//
+// # Lookup
+//
+// Lookup returns the entry with the largest key (offset, or timestamp) <=
+// the target; with none, (base, 0) for the offset index and (-1, base)
+// for the time index. The search is Kafka's (KAFKA-6432): the last 8 KiB of
+// entries (1024 offset entries, 682 time entries) are the warm section,
+// searched first when the target is above its first entry, so that the
+// lookups of consumers near the end of the log touch only pages that
+// every lookup touches and that therefore stay in memory.
+//
+// # Lifecycle
+//
+//	CreateOffsetIndex / CreateTimeIndex     new active segment
+//	    file truncated, then extended to MaxBytes (10 MiB by default,
+//	    rounded down to a multiple of the entry size), mapped read-write
+//	Append / MaybeAppend ...                entries written in place
+//	Flush                                   msync: the durability path
+//	Seal                                    roll: trimmed to entries*size
+//	                                        bytes, remapped read-only
+//	Close                                   trimmed if writable, unmapped,
+//	                                        file closed; idempotent
+//
+//	OpenOffsetIndex / OpenTimeIndex         existing file of a sealed segment
+//	    nothing mapped, nothing read: the first Lookup, Entry, Entries,
+//	    Check, ... maps the file read-only and validates it (KAFKA-7283,
+//	    with the lock and double check of KAFKA-9156), so opening a
+//	    partition of thousands of segments maps nothing. Close, Rename and
+//	    Delete never map (KAFKA-9373).
+//	OpenXIndex with Options.Writable        existing file of the active segment
+//	    validated now, then extended back to MaxBytes, keeping its
+//	    entries, and mapped read-write (KAFKA-6388: a trimmed index
+//	    reopened as active must not look full).
+//
+// An empty file is never mapped (mmap rejects length 0): it is an index
+// with no entries. A writable index keeps its file open for resizing; a
+// sealed one keeps only its mapping; one never used keeps nothing. In a
+// writable index every byte past the entries is zero: the file is extended
+// with zeros, and TruncateTo and Reset zero what they drop.
+//
+// Durability: entries reach the disk with Flush. Close and Seal do not
+// sync. After a crash the active index is untrimmed, its tail zeros, and
+// validation calls it corrupt; that is expected, because recovery rebuilds
+// the indexes of the segments it replays from the log anyway. Creating a
+// file is durable once storage syncs the directory.
+//
+// # Validation
+//
+// Kafka trusts an index file's length and, since KAFKA-7283, does not check
+// indexes at startup; every bug of section 8 of the reference (KAFKA-7076,
+// KAFKA-10207, KAFKA-12734, KAFKA-19200) is an untrimmed or otherwise wrong
+// file that was believed. Here every file is validated when it is first
+// mapped, on every open path, in one pass over the entries with no
+// allocation, and Check runs the same rules again. The file is corrupt when:
+//
+//   - its length is not a multiple of the entry size;
+//   - a relative offset is outside [0, MaxInt32];
+//   - offset index: an entry is all zeros, or has position 0 (the signature
+//     of a preallocated tail: Kafka never indexes position 0); relative
+//     offsets or positions do not strictly increase; a position is at or past
+//     the end of the log (Options.LogSize, when known: positions point at
+//     batch starts, so even a position equal to the size is out);
+//   - time index: a timestamp is negative (Kafka appends only timestamps
+//     above -1), or timestamps do not strictly increase (so a tail of
+//     zeros after real timestamps, the KAFKA-10207 and KAFKA-19200 shape,
+//     is corrupt, as is an all-zero file of more than one entry), or
+//     offsets decrease.
+//
+// A corrupt index reports a *CorruptError, which unwraps to ErrCorrupt,
+// from every call that reads it (a writable Open returns it). Indexes are
+// derived data: storage falls back to scanning the log, and recovery
+// rebuilds the files from the log (Create, append every batch, Seal).
+//
+// # Concurrency
+//
+// Any number of goroutines may call Lookup, Entry, Entries, LastEntry,
+// IsFull, MaxEntries, Check, Flush, Path, Base and Mapped at the same time
+// as one another and as a writer. Writers (Append, MaybeAppend, Reset,
+// TruncateTo, Seal, Close, Rename, Delete) are serialised with one another
+// by the index.
+//
+// Two locks, taken in this order:
+//
+//  1. wmu, a mutex held by every writer for its whole run (and by the first
+//     use of a lazily opened index, which maps it);
+//  2. mu, an RWMutex guarding the mapping: readers hold it shared while
+//     they read mapped bytes; remap, unmap, truncation and Reset hold it
+//     exclusively, so munmap never runs under a reader.
+//
+// Append and MaybeAppend take only wmu: they write the entry's bytes into
+// the mapping past the published entries, then publish the new count with
+// an atomic store. Readers load the count atomically after taking mu, so
+// they see either the old count or the new one with the entry's bytes
+// complete. A Lookup racing with Close or Delete returns ErrClosed.
+//
+// Mapped bytes never leave the package: entries are decoded with
+// encoding/binary and returned as values. While an index is open its file
+// belongs to it: another process truncating a mapped file makes a reader
+// fault (SIGBUS).
+package index

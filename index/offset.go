@@ -1,0 +1,185 @@
+package index
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/logfs/logfs/record"
+)
+
+// offsetWarmEntries is how many entries at the end of an offset index make
+// its warm section: 1024.
+const offsetWarmEntries = warmBytes / OffsetEntrySize
+
+var offsetLayout = layout{
+	entrySize: OffsetEntrySize,
+	relAt:     0,
+	check:     checkOffsetEntries,
+}
+
+// OffsetIndex is a segment's .index file: a sparse map from offsets to the
+// positions of batches in the .log. See the package documentation for the
+// layout, the lifecycle and who may call what concurrently.
+type OffsetIndex struct {
+	file
+}
+
+// CreateOffsetIndex creates an empty offset index at path for the segment
+// starting at base, replacing any file there, preallocated to
+// o.MaxBytes and mapped read-write: the index of a new active segment.
+func CreateOffsetIndex(path string, base record.Offset, o Options) (*OffsetIndex, error) {
+	x := &OffsetIndex{}
+	if err := x.init(path, base, o, &offsetLayout); err != nil {
+		return nil, err
+	}
+	if err := x.create(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// OpenOffsetIndex opens the existing offset index at path of the segment
+// starting at base. Unless o.Writable, nothing is mapped or validated until
+// first use, when a corrupt file makes every call return its
+// *CorruptError. With o.Writable the file is validated now (a corrupt file
+// is an error) and extended to o.MaxBytes for appending.
+func OpenOffsetIndex(path string, base record.Offset, o Options) (*OffsetIndex, error) {
+	x := &OffsetIndex{}
+	if err := x.init(path, base, o, &offsetLayout); err != nil {
+		return nil, err
+	}
+	if err := x.open(o.Writable); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// Lookup returns the entry with the largest offset <= target, or (base, 0)
+// when there is none: the index is empty or target is below its first
+// entry. The caller scans the log forward from the position.
+func (x *OffsetIndex) Lookup(target record.Offset) (record.Offset, record.Position, error) {
+	if err := x.rlock(); err != nil {
+		return 0, 0, err
+	}
+	off, pos := x.base, record.Position(0)
+	if target >= x.base {
+		t := uint32(min(target-x.base, math.MaxUint32))
+		if i := offsetSlot(x.data, int(x.entries.Load()), t); i >= 0 {
+			e := x.data[i*OffsetEntrySize:]
+			off, pos = x.base+record.Offset(be.Uint32(e)), record.Position(be.Uint32(e[4:]))
+		}
+	}
+	x.mu.RUnlock()
+	return off, pos, nil
+}
+
+// offsetSlot is Kafka's lookup over the first n entries of data: the slot
+// of the largest relative offset <= t, or -1. It searches the warm section
+// (the last 8 KiB) first, so that lookups near the end, nearly all of them,
+// touch only pages that every lookup touches (KAFKA-6432).
+func offsetSlot(data []byte, n int, t uint32) int {
+	if n == 0 {
+		return -1
+	}
+	hot := max(0, n-1-offsetWarmEntries)
+	if be.Uint32(data[hot*OffsetEntrySize:]) < t {
+		return offsetSearch(data, hot, n-1, t)
+	}
+	if be.Uint32(data) > t {
+		return -1
+	}
+	return offsetSearch(data, 0, hot, t)
+}
+
+// offsetSearch is a binary search over slots [lo, hi] whose slot lo is <=
+// t, with the upper middle so that it converges on the largest slot <= t.
+func offsetSearch(data []byte, lo, hi int, t uint32) int {
+	for lo < hi {
+		mid := int(uint(lo+hi+1) >> 1)
+		k := be.Uint32(data[mid*OffsetEntrySize:])
+		switch {
+		case k > t:
+			hi = mid - 1
+		case k < t:
+			lo = mid
+		default:
+			return mid
+		}
+	}
+	return lo
+}
+
+// Append adds the entry (off, pos): the batch whose last offset is off
+// starts at byte pos of the log. off must be above the last entry's
+// (ErrInvalidOffset) and within MaxInt32 of the base (ErrOffsetOverflow);
+// pos must be above the last entry's and fit in 32 bits, and is never 0
+// (ErrInvalidPosition). A full index returns ErrFull and a sealed one
+// ErrReadOnly.
+func (x *OffsetIndex) Append(off record.Offset, pos record.Position) error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if x.closed || x.err != nil || !x.writable {
+		return x.writableW()
+	}
+	n := int(x.entries.Load())
+	at := n * OffsetEntrySize
+	if at+OffsetEntrySize > len(x.data) {
+		return fmt.Errorf("append offset %d to %s with %d entries: %w", off, x.path, n, ErrFull)
+	}
+	if n > 0 {
+		last := x.data[at-OffsetEntrySize:]
+		if lastOff := x.base + record.Offset(be.Uint32(last)); off <= lastOff {
+			return fmt.Errorf("append offset %d after %d: %w", off, lastOff, ErrInvalidOffset)
+		}
+		if lastPos := record.Position(be.Uint32(last[4:])); pos <= lastPos {
+			return fmt.Errorf("append position %d after %d: %w", pos, lastPos, ErrInvalidPosition)
+		}
+	}
+	if off < x.base || off-x.base > math.MaxInt32 {
+		return fmt.Errorf("append offset %d to base %d: %w", off, x.base, ErrOffsetOverflow)
+	}
+	if pos <= 0 || pos > math.MaxUint32 {
+		return fmt.Errorf("append position %d: %w", pos, ErrInvalidPosition)
+	}
+	e := x.data[at : at+OffsetEntrySize]
+	be.PutUint32(e, uint32(off-x.base))
+	be.PutUint32(e[4:], uint32(pos))
+	if ls := x.logSize.Load(); ls >= 0 && int64(pos) >= ls {
+		x.logSize.Store(int64(pos) + 1)
+	}
+	x.entries.Store(int64(n + 1))
+	return nil
+}
+
+// Entry returns entry i, 0 <= i < Entries().
+func (x *OffsetIndex) Entry(i int) (record.Offset, record.Position, error) {
+	if err := x.rlock(); err != nil {
+		return 0, 0, err
+	}
+	defer x.mu.RUnlock()
+	if n := int(x.entries.Load()); i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("entry %d of %d: %w", i, n, ErrOutOfRange)
+	}
+	e := x.data[i*OffsetEntrySize:]
+	return x.base + record.Offset(be.Uint32(e)), record.Position(be.Uint32(e[4:])), nil
+}
+
+// LastEntry returns the last entry, or (base, 0) when the index is empty.
+func (x *OffsetIndex) LastEntry() (record.Offset, record.Position, error) {
+	if err := x.rlock(); err != nil {
+		return 0, 0, err
+	}
+	defer x.mu.RUnlock()
+	n := int(x.entries.Load())
+	if n == 0 {
+		return x.base, 0, nil
+	}
+	e := x.data[(n-1)*OffsetEntrySize:]
+	return x.base + record.Offset(be.Uint32(e)), record.Position(be.Uint32(e[4:])), nil
+}
+
+// CheckLogSize is Check with the position rule applied against logSize,
+// the log's current size, instead of the size the index was opened with.
+func (x *OffsetIndex) CheckLogSize(logSize record.Position) error {
+	return x.checkWith(max(int64(logSize), -1))
+}

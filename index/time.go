@@ -1,0 +1,178 @@
+package index
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/logfs/logfs/record"
+)
+
+// timeWarmEntries is how many entries at the end of a time index make its
+// warm section: 682 (8184 bytes).
+const timeWarmEntries = warmBytes / TimeEntrySize
+
+var timeLayout = layout{
+	entrySize: TimeEntrySize,
+	relAt:     8,
+	reserve:   1,
+	check:     checkTimeEntries,
+}
+
+// TimeIndex is a segment's .timeindex file: entries (T, O) saying that T
+// is the largest timestamp up to offset O, and that any record with a
+// timestamp above T is at an offset above O. See the package documentation
+// for the layout, the lifecycle and who may call what concurrently.
+type TimeIndex struct {
+	file
+}
+
+// CreateTimeIndex creates an empty time index at path for the segment
+// starting at base, replacing any file there, preallocated to o.MaxBytes
+// and mapped read-write: the index of a new active segment.
+func CreateTimeIndex(path string, base record.Offset, o Options) (*TimeIndex, error) {
+	x := &TimeIndex{}
+	if err := x.init(path, base, o, &timeLayout); err != nil {
+		return nil, err
+	}
+	if err := x.create(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// OpenTimeIndex opens the existing time index at path of the segment
+// starting at base, lazily unless o.Writable, as OpenOffsetIndex.
+// o.LogSize is not used.
+func OpenTimeIndex(path string, base record.Offset, o Options) (*TimeIndex, error) {
+	x := &TimeIndex{}
+	if err := x.init(path, base, o, &timeLayout); err != nil {
+		return nil, err
+	}
+	if err := x.open(o.Writable); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// Lookup returns the entry with the largest timestamp <= ts, or (-1, base)
+// when there is none: the index is empty or ts is below its first entry.
+func (x *TimeIndex) Lookup(ts int64) (int64, record.Offset, error) {
+	if err := x.rlock(); err != nil {
+		return 0, 0, err
+	}
+	found, off := int64(-1), x.base
+	if i := timeSlot(x.data, int(x.entries.Load()), ts); i >= 0 {
+		e := x.data[i*TimeEntrySize:]
+		found, off = int64(be.Uint64(e)), x.base+record.Offset(be.Uint32(e[8:]))
+	}
+	x.mu.RUnlock()
+	return found, off, nil
+}
+
+// timeSlot is offsetSlot for timestamps: the slot of the largest timestamp
+// <= t among the first n entries of data, or -1, warm section first.
+func timeSlot(data []byte, n int, t int64) int {
+	if n == 0 {
+		return -1
+	}
+	hot := max(0, n-1-timeWarmEntries)
+	if int64(be.Uint64(data[hot*TimeEntrySize:])) < t {
+		return timeSearch(data, hot, n-1, t)
+	}
+	if int64(be.Uint64(data)) > t {
+		return -1
+	}
+	return timeSearch(data, 0, hot, t)
+}
+
+// timeSearch is offsetSearch for timestamps.
+func timeSearch(data []byte, lo, hi int, t int64) int {
+	for lo < hi {
+		mid := int(uint(lo+hi+1) >> 1)
+		k := int64(be.Uint64(data[mid*TimeEntrySize:]))
+		switch {
+		case k > t:
+			hi = mid - 1
+		case k < t:
+			lo = mid
+		default:
+			return mid
+		}
+	}
+	return lo
+}
+
+// MaybeAppend adds the entry (ts, off) if ts is above the last entry's
+// timestamp (an empty index's is -1), as Kafka's maybeAppend: an equal
+// timestamp, like the final entry appended twice, is skipped without an
+// error. A timestamp below the last entry's is ErrInvalidTimestamp, an
+// offset below its offset ErrInvalidOffset, an offset not within MaxInt32
+// of the base ErrOffsetOverflow. Unless skipFullCheck, the last slot is
+// kept back (ErrFull); roll and close use it for the segment's final
+// entry. With no slot left at all the append is ErrFull either way.
+func (x *TimeIndex) MaybeAppend(ts int64, off record.Offset, skipFullCheck bool) error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if err := x.writableW(); err != nil {
+		return err
+	}
+	n := int(x.entries.Load())
+	slots := len(x.data) / TimeEntrySize
+	if !skipFullCheck && n >= slots-1 {
+		return fmt.Errorf("append timestamp %d to %s with %d of %d entries: %w", ts, x.path, n, slots, ErrFull)
+	}
+	lastTs, lastOff := int64(-1), x.base
+	if n > 0 {
+		last := x.data[(n-1)*TimeEntrySize:]
+		lastTs, lastOff = int64(be.Uint64(last)), x.base+record.Offset(be.Uint32(last[8:]))
+		if off < lastOff {
+			return fmt.Errorf("append offset %d after %d: %w", off, lastOff, ErrInvalidOffset)
+		}
+		if ts < lastTs {
+			return fmt.Errorf("append timestamp %d after %d: %w", ts, lastTs, ErrInvalidTimestamp)
+		}
+	}
+	if ts <= lastTs {
+		return nil
+	}
+	if off < x.base || off-x.base > math.MaxInt32 {
+		return fmt.Errorf("append offset %d to base %d: %w", off, x.base, ErrOffsetOverflow)
+	}
+	if n >= slots {
+		return fmt.Errorf("append timestamp %d to %s with %d of %d entries: %w", ts, x.path, n, slots, ErrFull)
+	}
+	e := x.data[n*TimeEntrySize : (n+1)*TimeEntrySize]
+	be.PutUint64(e, uint64(ts))
+	be.PutUint32(e[8:], uint32(off-x.base))
+	x.entries.Store(int64(n + 1))
+	return nil
+}
+
+// Entry returns entry i, 0 <= i < Entries().
+func (x *TimeIndex) Entry(i int) (int64, record.Offset, error) {
+	if err := x.rlock(); err != nil {
+		return 0, 0, err
+	}
+	defer x.mu.RUnlock()
+	if n := int(x.entries.Load()); i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("entry %d of %d: %w", i, n, ErrOutOfRange)
+	}
+	e := x.data[i*TimeEntrySize:]
+	return int64(be.Uint64(e)), x.base + record.Offset(be.Uint32(e[8:])), nil
+}
+
+// LastEntry returns the last entry, or (-1, base) when the index is empty.
+// After a clean roll or close it holds the segment's largest timestamp,
+// which retention reads from here rather than from the log.
+func (x *TimeIndex) LastEntry() (int64, record.Offset, error) {
+	if err := x.rlock(); err != nil {
+		return 0, 0, err
+	}
+	defer x.mu.RUnlock()
+	n := int(x.entries.Load())
+	if n == 0 {
+		return -1, x.base, nil
+	}
+	e := x.data[(n-1)*TimeEntrySize:]
+	return int64(be.Uint64(e)), x.base + record.Offset(be.Uint32(e[8:])), nil
+}
