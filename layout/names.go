@@ -1,0 +1,135 @@
+// Package layout names the files and folders of a data directory, exactly as
+// Apache Kafka names them, and holds the rules for those names. Nothing else
+// in logfs formats or parses a segment file name or a partition folder.
+//
+//	DATA/
+//	  .kafka_cleanshutdown                 present only after a clean shutdown
+//	  recovery-point-offset-checkpoint     text: version, count, "topic partition offset" lines
+//	  log-start-offset-checkpoint
+//	  <topic>.topic.properties             logfs: the topic's settings (Kafka property names)
+//	  <topic>-<partition>/
+//	    00000000000000000000.log           RecordBatch v2, named by base offset, 20 digits
+//	    00000000000000000000.index         offset index
+//	    00000000000000000000.timeindex     time index
+//	    00000000000000000000.viewindex     logfs: rendered positions of the values view
+package layout
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/logfs/logfs/record"
+)
+
+// File name suffixes, as Kafka names them (LogFileUtils). These are part of
+// the on-disk format; do not change.
+const (
+	LogSuffix       = ".log"
+	IndexSuffix     = ".index"
+	TimeIndexSuffix = ".timeindex"
+	// ViewIndexSuffix names logfs's own sidecar of rendered positions (see
+	// package storage). Kafka ignores files it does not know in a partition
+	// folder.
+	ViewIndexSuffix = ".viewindex"
+	DeletedSuffix   = ".deleted"
+	CleanedSuffix   = ".cleaned"
+	SwapSuffix      = ".swap"
+	// TopicConfigSuffix names a topic's settings file at the top of the
+	// data directory: DATA/<topic>.topic.properties. Kafka keeps topic
+	// settings elsewhere (ZooKeeper or KRaft) and ignores plain files there.
+	TopicConfigSuffix = ".topic.properties"
+	// LockFile is held (flock) by the process that has the log open for
+	// writing.
+	LockFile = ".lock"
+)
+
+// Checkpoint and marker files at the top of a data directory.
+const (
+	RecoveryPointFile = "recovery-point-offset-checkpoint"
+	LogStartFile      = "log-start-offset-checkpoint"
+	CleanShutdownFile = ".kafka_cleanshutdown"
+)
+
+// maxTopicLength is Kafka's limit, 249 characters, which leaves room in a
+// 255-byte file name for "-<partition>" and the suffixes of a deleted dir.
+const maxTopicLength = 249
+
+// SegmentFileName returns the name of a segment's file: the base offset
+// zero-padded to 20 digits, then suffix. ParseSegmentFileName reverses it;
+// nothing else in logfs formats or parses these names.
+func SegmentFileName(base record.Offset, suffix string) string {
+	return fmt.Sprintf("%020d%s", int64(base), suffix)
+}
+
+// ParseSegmentFileName splits a segment file name into its base offset and
+// everything after the first dot (".log", ".index.deleted", …).
+func ParseSegmentFileName(name string) (record.Offset, string, bool) {
+	dot := strings.IndexByte(name, '.')
+	if dot != 20 {
+		return 0, "", false
+	}
+	n, err := strconv.ParseInt(name[:dot], 10, 64)
+	if err != nil || n < 0 {
+		return 0, "", false
+	}
+	return record.Offset(n), name[dot:], true
+}
+
+// PartitionDirName is "<topic>-<partition>", as Kafka names it.
+func PartitionDirName(topic string, partition int) string {
+	return topic + "-" + strconv.Itoa(partition)
+}
+
+// ParsePartitionDirName splits on the last '-', as Kafka does. Folders Kafka
+// marks for deletion, future replicas or strays ("…-delete", "…-future",
+// "…-stray") and anything else that does not parse are not partitions.
+func ParsePartitionDirName(name string) (string, int, bool) {
+	dash := strings.LastIndexByte(name, '-')
+	if dash <= 0 {
+		return "", 0, false
+	}
+	topic, num := name[:dash], name[dash+1:]
+	if ValidateTopic(topic) != nil {
+		return "", 0, false
+	}
+	p, err := strconv.Atoi(num)
+	if err != nil || p < 0 || strconv.Itoa(p) != num {
+		return "", 0, false
+	}
+	return topic, p, true
+}
+
+// ValidateTopic applies Kafka's rules for topic names.
+func ValidateTopic(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", ErrInvalidTopic)
+	case name == "." || name == "..":
+		return fmt.Errorf("%w: %q", ErrInvalidTopic, name)
+	case len(name) > maxTopicLength:
+		return fmt.Errorf("%w: longer than %d characters", ErrInvalidTopic, maxTopicLength)
+	}
+	for _, c := range []byte(name) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			return fmt.Errorf("%w: %q has %q; use letters, digits, '.', '_' and '-'", ErrInvalidTopic, name, c)
+		}
+	}
+	return nil
+}
+
+// ParsePartition parses a partition number as it appears in a path.
+func ParsePartition(s string) (int, error) {
+	p, err := strconv.Atoi(s)
+	if err != nil || p < 0 || strconv.Itoa(p) != s {
+		return 0, fmt.Errorf("%w: %q", ErrInvalidPartition, s)
+	}
+	return p, nil
+}
+
+// SegmentPath joins a partition folder and a segment file name.
+func SegmentPath(dir string, base record.Offset, suffix string) string {
+	return filepath.Join(dir, SegmentFileName(base, suffix))
+}

@@ -1,0 +1,76 @@
+// Package storage is logfs's commit log: topics of partitions of segments
+// in a data directory laid out exactly as Apache Kafka lays it out (see
+// package layout), so that Kafka's own tools and logfs read each other's
+// data.
+//
+// # Usage
+//
+//	l, err := storage.Open("logfs-data", storage.Options{})
+//	t, err := l.CreateTopic("orders", 1, nil)
+//	p, err := t.Partition(0)
+//	first, err := p.Append([]storage.Record{{Value: []byte("hello")}})
+//	err = p.Sync()                      // durable now
+//	r, err := p.NewReader(first)        // records from an offset on
+//	off, err := p.OffsetForTime(ts)     // Kafka's offsetsForTimes
+//	v, err := p.NewView(storage.Values, off) // rendered bytes, random access
+//	err = l.Close()                     // clean shutdown
+//
+// # Segments
+//
+// A partition is a sorted list of segments; the last one takes appends.
+// Each append is one RecordBatch v2 (package record) written with one
+// pwrite at the end of the active .log. An offset-index and a time-index
+// entry are added when more than index.interval.bytes of log lie since the
+// last entry, keyed by the batch's last offset at the batch's start, as
+// Kafka does. A segment rolls before an append when the batch would not fit
+// in segment.bytes, when its first batch is older than segment.ms, when an
+// index is full, or when an offset would overflow a relative offset; the
+// old segment gets its final time-index entry and trimmed indexes and is
+// flushed in the background.
+//
+// # Reading
+//
+// A read by offset finds the segment by binary search over base offsets,
+// looks the offset up in its memory-mapped index, and walks batch headers
+// from there to the first batch whose last offset reaches it. A read by
+// time picks the first segment whose max timestamp reaches the target, then
+// its time index, its offset index, and a scan, as Kafka's offsetsForTimes.
+// Control batches are skipped by record readers and views.
+//
+// A View renders records (Values: value and '\n'; JSONL: one object per
+// line) from an offset on, with an exact size and reads at any position.
+// Each segment keeps, per format, a sparse view index of rendered positions
+// (an entry every 32 KiB of rendering); the values one is kept by the
+// appender and stored in <base>.viewindex when the segment seals or the log
+// closes, others are built on first use.
+//
+// # Durability
+//
+// Appends reach the page cache. They are fsynced by Sync, every flush.ms
+// (1000 ms by default, unlike Kafka's never), after flush.messages records,
+// after a roll, and on Close. Sync returns once every record appended
+// before it is durable, including the folder entries of new segments. The
+// recovery point (every offset below it is durable) is written to Kafka's
+// recovery-point-offset-checkpoint every minute and on Close, which ends
+// with .kafka_cleanshutdown; an unclean start recovers with package
+// recovery. A failed or short write is cut back before the append returns,
+// so nothing half-appended is ever visible.
+//
+// # Retention
+//
+// retention.bytes and retention.ms delete the oldest segments (a prefix
+// only, never the sole active segment; an active segment that is condemned
+// too is rolled first). A deleted segment leaves the partition at once,
+// its files are renamed *.deleted and unlinked after file.delete.delay.ms;
+// readers and views that hold it finish it.
+//
+// # Concurrency
+//
+// Any number of readers and views run alongside appends: they load the
+// segment list and committed sizes from atomics that the appender stores
+// after writing the bytes they describe, so no reader ever sees part of a
+// batch. Appends to one partition are serialised. Lock order:
+// Log.mu → Topic.mu → Partition.mu → Partition.flushMu → segment.idxMu →
+// the index package's own locks. Partition.Changed and Wait let followers
+// sleep until the next append without polling.
+package storage

@@ -1,0 +1,67 @@
+package storage
+
+import (
+	"errors"
+
+	"github.com/logfs/logfs/layout"
+	"github.com/logfs/logfs/record"
+)
+
+// Errors returned by this package. Errors from record (a *record.CorruptError
+// wrapping record.ErrCorrupt) and from the file system pass through wrapped.
+var (
+	// ErrOffsetOutOfRange is returned when a read asks for an offset below
+	// the log start offset (deleted by retention) or beyond the log end.
+	ErrOffsetOutOfRange = errors.New("logfs/storage: offset out of range")
+
+	// ErrRecordTooLarge is returned by an append holding a record whose
+	// single-record batch would exceed the topic's max.message.bytes, or a
+	// batch larger than segment.bytes. Nothing of the append is written.
+	ErrRecordTooLarge = errors.New("logfs/storage: record too large")
+
+	// ErrInvalidTopic is returned for a topic name that breaks Kafka's rules
+	// (see layout.ValidateTopic).
+	ErrInvalidTopic = layout.ErrInvalidTopic
+
+	// ErrInvalidPartition is returned for a partition number that is
+	// negative, not in canonical decimal form, or not the next one when
+	// adding a partition.
+	ErrInvalidPartition = layout.ErrInvalidPartition
+
+	// ErrTopicExists is returned when creating a topic that exists.
+	ErrTopicExists = errors.New("logfs/storage: topic already exists")
+
+	// ErrNoTopic and ErrNoPartition are returned for names that do not exist.
+	ErrNoTopic     = errors.New("logfs/storage: no such topic")
+	ErrNoPartition = errors.New("logfs/storage: no such partition")
+
+	// ErrInvalidConfig is returned for an unknown topic property or a value
+	// out of its range.
+	ErrInvalidConfig = errors.New("logfs/storage: invalid config")
+
+	// ErrReadOnly is returned by every mutation of a log opened read-only.
+	ErrReadOnly = errors.New("logfs/storage: log is read-only")
+
+	// ErrClosed is returned by operations on a closed log or reader.
+	ErrClosed = errors.New("logfs/storage: closed")
+
+	// ErrFailed is returned by appends to a partition whose log could not be
+	// restored after a failed write (for example the truncate after a short
+	// write failed too). The partition stays readable; reopening the log
+	// runs recovery.
+	ErrFailed = errors.New("logfs/storage: partition failed; reopen to recover")
+
+	// ErrInvalidRecord is returned for a line of append.jsonl that is not a
+	// record object of the documented shape.
+	ErrInvalidRecord = errors.New("logfs/storage: invalid JSON record")
+
+	// ErrInvalidTimestamp is returned for a timestamp that cannot be parsed.
+	ErrInvalidTimestamp = errors.New("logfs/storage: invalid timestamp")
+)
+
+// IsCorruption reports whether err comes from a corrupt log or index file,
+// as opposed to a bad request or an I/O failure.
+func IsCorruption(err error) bool {
+	return errors.Is(err, record.ErrCorrupt) || errors.Is(err, record.ErrTruncated) ||
+		errors.Is(err, record.ErrUnsupportedMagic) || errors.Is(err, record.ErrTooLarge)
+}

@@ -1,0 +1,556 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/logfs/logfs/layout"
+	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/recovery"
+	"github.com/logfs/logfs/vfs"
+)
+
+// Options configure a Log. The zero value opens a writable log on the
+// operating system's file system with Kafka's defaults.
+type Options struct {
+	// FS is the file system for log and checkpoint files; nil means
+	// vfs.Default.
+	FS vfs.FS
+	// ReadOnly opens without changing a byte: no recovery writes, no lock
+	// file, no appends. Use it to look inside a Kafka broker's data.
+	ReadOnly bool
+	// Defaults are the settings of topics that do not set their own, over
+	// Kafka's defaults (see DefaultConfig).
+	Defaults Overrides
+	// Logger receives recovery progress and problems; nil means slog.Default().
+	Logger *slog.Logger
+	// RecoveryThreads bounds how many partitions load in parallel; 0 means
+	// the number of CPUs.
+	RecoveryThreads int
+	// CheckpointInterval is how often the recovery-point checkpoint is
+	// rewritten (Kafka's log.flush.offset.checkpoint.interval.ms); 0 means
+	// 60 s.
+	CheckpointInterval time.Duration
+	// RetentionCheckInterval is how often retention runs (Kafka's
+	// log.retention.check.interval.ms); 0 means 5 minutes, <0 never.
+	RetentionCheckInterval time.Duration
+	// Now is the clock; nil means time.Now. Tests move it.
+	Now func() time.Time
+}
+
+// Log is a data directory: topics made of partitions made of segments, laid
+// out as Kafka lays them out.
+//
+// Lock order: Log.mu, then Topic.mu, then Partition.mu (see Partition).
+type Log struct {
+	dir      string
+	opts     Options
+	fs       vfs.FS
+	logger   *slog.Logger
+	defaults Config
+	lock     io.Closer
+
+	mu     sync.RWMutex
+	topics map[string]*Topic // GUARDED_BY(mu)
+	closed bool              // GUARDED_BY(mu)
+
+	stop chan struct{}
+	bg   sync.WaitGroup
+	kick chan *Partition
+
+	delMu   sync.Mutex
+	pending map[*delayedJob]struct{} // GUARDED_BY(delMu)
+	running sync.WaitGroup           // delayed jobs being run
+}
+
+// Open opens or creates the data directory dir. After an unclean shutdown it
+// recovers every partition first (see package recovery); after a clean one
+// it reads no log data and maps no index.
+func Open(dir string, o Options) (*Log, error) {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.RecoveryThreads <= 0 {
+		o.RecoveryThreads = runtime.NumCPU()
+	}
+	if o.CheckpointInterval <= 0 {
+		o.CheckpointInterval = time.Minute
+	}
+	if o.RetentionCheckInterval == 0 {
+		o.RetentionCheckInterval = 5 * time.Minute
+	}
+	l := &Log{dir: dir, opts: o, fs: o.FS, logger: o.Logger, defaults: DefaultConfig().With(o.Defaults),
+		topics: map[string]*Topic{}, stop: make(chan struct{}), kick: make(chan *Partition, 64),
+		pending: map[*delayedJob]struct{}{}}
+	if err := l.open(); err != nil {
+		if l.lock != nil {
+			l.lock.Close()
+		}
+		return nil, err
+	}
+	if !o.ReadOnly {
+		l.bg.Add(1)
+		go l.background()
+	}
+	return l, nil
+}
+
+func (l *Log) open() error {
+	fs := l.fs
+	if l.opts.ReadOnly {
+		if st, err := fs.Stat(l.dir); err != nil {
+			return err
+		} else if !st.IsDir() {
+			return fmt.Errorf("%s: not a directory", l.dir)
+		}
+	} else {
+		if err := fs.MkdirAll(l.dir, 0o755); err != nil {
+			return err
+		}
+		lock, err := fs.Lock(filepath.Join(l.dir, layout.LockFile))
+		if err != nil {
+			return fmt.Errorf("data directory %s is in use: %w", l.dir, err)
+		}
+		l.lock = lock
+	}
+	clean := recovery.HasCleanShutdownMarker(fs, l.dir)
+	if !l.opts.ReadOnly {
+		var err error
+		if clean, err = recovery.TakeCleanShutdownMarker(fs, l.dir); err != nil {
+			return err
+		}
+	}
+	recoveryPoints := l.readCheckpoint(layout.RecoveryPointFile)
+	logStarts := l.readCheckpoint(layout.LogStartFile)
+	if recoveryPoints == nil {
+		clean = false // Kafka: an unreadable recovery point means recovering everything
+	}
+	entries, err := fs.ReadDir(l.dir)
+	if err != nil {
+		return err
+	}
+	type part struct {
+		topic string
+		id    int
+		dir   string
+	}
+	var parts []part
+	overrides := map[string]Overrides{}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() {
+			if topic, ok := strings.CutSuffix(name, layout.TopicConfigSuffix); ok && layout.ValidateTopic(topic) == nil {
+				o, err := l.readTopicConfig(filepath.Join(l.dir, name))
+				if err != nil {
+					return err
+				}
+				overrides[topic] = o
+			}
+			continue
+		}
+		topic, id, ok := layout.ParsePartitionDirName(name)
+		if !ok {
+			continue // "-delete", "-future" and "-stray" folders, and anything else
+		}
+		parts = append(parts, part{topic, id, filepath.Join(l.dir, name)})
+	}
+	opts := make([]recovery.PartitionOptions, len(parts))
+	for i, p := range parts {
+		tp := recovery.TopicPartition{Topic: p.topic, Partition: p.id}
+		cfg := l.defaults.With(overrides[p.topic])
+		opts[i] = recovery.PartitionOptions{
+			FS: fs, Dir: p.dir, Clean: clean, ReadOnly: l.opts.ReadOnly, Logger: l.logger,
+			IndexConfig:   recovery.IndexConfig{IndexBytes: cfg.SegmentIndexBytes, IndexInterval: cfg.IndexIntervalBytes},
+			RecoveryPoint: offsetOr(recoveryPoints, tp, -1),
+			LogStart:      offsetOr(logStarts, tp, -1),
+		}
+	}
+	if !clean && len(parts) > 0 {
+		l.logger.Info("data directory was not shut down cleanly; recovering", "dir", l.dir, "partitions", len(parts), "read_only", l.opts.ReadOnly)
+	}
+	states, errs := recovery.LoadAll(opts, l.opts.RecoveryThreads, l.logger)
+	for i, p := range parts {
+		if errs[i] != nil {
+			l.closeTopics()
+			return fmt.Errorf("load %s: %w", p.dir, errs[i])
+		}
+		t := l.topics[p.topic]
+		if t == nil {
+			t = newTopic(l, p.topic, overrides[p.topic])
+			l.topics[p.topic] = t
+		}
+		part, err := l.openPartition(t, p.id, p.dir, states[i])
+		if err != nil {
+			l.closeTopics()
+			return err
+		}
+		for len(t.partitions) <= p.id {
+			t.partitions = append(t.partitions, nil)
+		}
+		t.partitions[p.id] = part
+	}
+	if !clean && !l.opts.ReadOnly && len(parts) > 0 {
+		// Make what recovery cut and rebuilt durable, then record it.
+		return l.Sync()
+	}
+	return nil
+}
+
+func offsetOr(m map[recovery.TopicPartition]record.Offset, tp recovery.TopicPartition, def record.Offset) record.Offset {
+	if v, ok := m[tp]; ok {
+		return v
+	}
+	return def
+}
+
+func (l *Log) readCheckpoint(name string) map[recovery.TopicPartition]record.Offset {
+	m, err := recovery.ReadCheckpoint(l.fs, filepath.Join(l.dir, name))
+	if err != nil {
+		l.logger.Warn("ignoring unreadable checkpoint", "file", name, "err", err)
+		return nil
+	}
+	return m
+}
+
+func (l *Log) readTopicConfig(path string) (Overrides, error) {
+	data, err := vfs.ReadFile(l.fs, path)
+	if err != nil {
+		return nil, err
+	}
+	o, err := ParseOverrides(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return o, nil
+}
+
+// openPartition opens the segments of a loaded partition.
+func (l *Log) openPartition(t *Topic, id int, dir string, st *recovery.PartitionState) (*Partition, error) {
+	p := newPartition(t, id, dir)
+	cfg := t.segmentConfig()
+	segs := make([]*segment, 0, len(st.Segments))
+	for _, s := range st.Segments {
+		seg, err := openSegment(l.fs, dir, s.Base, s.Size, cfg, s.IndexMissing, l.logger)
+		if err != nil {
+			for _, s := range segs {
+				s.release()
+			}
+			return nil, fmt.Errorf("open segment %d of %s: %w", s.Base, dir, err)
+		}
+		segs = append(segs, seg)
+	}
+	for _, s := range segs[:len(segs)-1] {
+		s.frozen.Store(true)
+		s.sealed = true
+	}
+	p.setSegments(segs)
+	p.start.Store(int64(st.LogStart))
+	p.end.Store(int64(st.NextOffset))
+	p.flushedTo.Store(int64(st.RecoveryPoint))
+	return p, nil
+}
+
+// Dir returns the data directory.
+func (l *Log) Dir() string { return l.dir }
+
+// ReadOnly reports whether the log was opened read-only.
+func (l *Log) ReadOnly() bool { return l.opts.ReadOnly }
+
+func (l *Log) now() time.Time { return l.opts.Now() }
+
+// Topics returns the topic names, sorted.
+func (l *Log) Topics() []string {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	names := make([]string, 0, len(l.topics))
+	for n := range l.topics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Topic returns a topic by name.
+func (l *Log) Topic(name string) (*Topic, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	t := l.topics[name]
+	if t == nil {
+		return nil, fmt.Errorf("%q: %w", name, ErrNoTopic)
+	}
+	return t, nil
+}
+
+// Partition returns one partition of a topic.
+func (l *Log) Partition(topic string, id int) (*Partition, error) {
+	t, err := l.Topic(topic)
+	if err != nil {
+		return nil, err
+	}
+	return t.Partition(id)
+}
+
+// CreateTopic creates a topic with the given number of partitions and
+// settings, durably.
+func (l *Log) CreateTopic(name string, partitions int, o Overrides) (*Topic, error) {
+	if err := layout.ValidateTopic(name); err != nil {
+		return nil, err
+	}
+	if partitions < 1 {
+		return nil, fmt.Errorf("%w: a topic needs at least one partition, not %d", ErrInvalidPartition, partitions)
+	}
+	if l.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	if l.topics[name] != nil {
+		return nil, fmt.Errorf("%q: %w", name, ErrTopicExists)
+	}
+	t := newTopic(l, name, o)
+	if err := t.writeConfig(o); err != nil {
+		return nil, err
+	}
+	for i := 0; i < partitions; i++ {
+		if _, err := t.AddPartition(i); err != nil {
+			t.close()
+			return nil, err
+		}
+	}
+	l.topics[name] = t
+	return t, nil
+}
+
+// DeleteTopic closes a topic and removes its partitions and settings. Each
+// partition folder is first renamed aside, as Kafka does, so a crash halfway
+// leaves no half-deleted partition behind.
+func (l *Log) DeleteTopic(name string) error {
+	if l.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.topics[name]
+	if t == nil {
+		return fmt.Errorf("%q: %w", name, ErrNoTopic)
+	}
+	delete(l.topics, name)
+	errs := []error{t.close()}
+	for _, p := range t.Partitions() {
+		doomed := p.dir + "." + fmt.Sprintf("%032x", l.now().UnixNano()) + "-delete"
+		if err := l.fs.Rename(p.dir, doomed); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		errs = append(errs, l.fs.SyncDir(l.dir), l.fs.RemoveAll(doomed))
+	}
+	errs = append(errs, t.writeConfig(nil), l.fs.SyncDir(l.dir))
+	return errors.Join(errs...)
+}
+
+// Sync flushes every partition and rewrites the checkpoints.
+func (l *Log) Sync() error {
+	var errs []error
+	for _, t := range l.allTopics() {
+		for _, p := range t.Partitions() {
+			errs = append(errs, p.Sync())
+		}
+	}
+	errs = append(errs, l.writeCheckpoints())
+	return errors.Join(errs...)
+}
+
+func (l *Log) allTopics() []*Topic {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	ts := make([]*Topic, 0, len(l.topics))
+	for _, t := range l.topics {
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+func (l *Log) writeCheckpoints() error {
+	if l.opts.ReadOnly {
+		return nil
+	}
+	rp := map[recovery.TopicPartition]record.Offset{}
+	ls := map[recovery.TopicPartition]record.Offset{}
+	for _, t := range l.allTopics() {
+		t.checkpoints(rp, ls)
+	}
+	return errors.Join(
+		recovery.WriteCheckpoint(l.fs, filepath.Join(l.dir, layout.RecoveryPointFile), rp),
+		recovery.WriteCheckpoint(l.fs, filepath.Join(l.dir, layout.LogStartFile), ls))
+}
+
+// Close shuts the log down cleanly: flush and close every partition, write
+// the checkpoints, then the clean-shutdown marker, so the next Open reads
+// no log data. If anything fails the marker is not written and the next
+// Open recovers.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	close(l.stop)
+	l.bg.Wait()
+	err := l.closeTopics()
+	if !l.opts.ReadOnly {
+		if err == nil {
+			err = l.writeCheckpoints()
+		}
+		if err == nil {
+			err = recovery.WriteCleanShutdownMarker(l.fs, l.dir)
+		}
+		l.runPendingDeletes()
+		err = errors.Join(err, l.lock.Close())
+	}
+	return err
+}
+
+func (l *Log) closeTopics() error {
+	var errs []error
+	for _, t := range l.allTopics() {
+		errs = append(errs, t.close())
+	}
+	return errors.Join(errs...)
+}
+
+// background runs the flusher (flush.ms), the checkpoint writer and
+// retention until Close.
+func (l *Log) background() {
+	defer l.bg.Done()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastCheckpoint, lastRetention := l.now(), l.now()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case p := <-l.kick:
+			if err := p.Sync(); err != nil && !errors.Is(err, ErrClosed) {
+				l.logger.Error("flush after roll", "partition", p.String(), "err", err)
+			}
+		case <-tick.C:
+			now := l.now()
+			l.flushDue(now)
+			if now.Sub(lastCheckpoint) >= l.opts.CheckpointInterval {
+				lastCheckpoint = now
+				if err := l.writeCheckpoints(); err != nil {
+					l.logger.Error("write checkpoints", "err", err)
+				}
+			}
+			if l.opts.RetentionCheckInterval > 0 && now.Sub(lastRetention) >= l.opts.RetentionCheckInterval {
+				lastRetention = now
+				if _, err := l.EnforceRetention(); err != nil {
+					l.logger.Error("retention", "err", err)
+				}
+			}
+		}
+	}
+}
+
+// flushDue flushes the partitions whose flush.ms has passed.
+func (l *Log) flushDue(now time.Time) {
+	for _, t := range l.allTopics() {
+		cfg := t.Config()
+		for _, p := range t.Partitions() {
+			if p.needsFlush(now, cfg) {
+				if err := p.Sync(); err != nil && !errors.Is(err, ErrClosed) {
+					l.logger.Error("periodic flush", "partition", p.String(), "err", err)
+				}
+			}
+		}
+	}
+}
+
+// flushSoon asks the background flusher to flush p (after a roll).
+func (l *Log) flushSoon(p *Partition) {
+	select {
+	case l.kick <- p:
+	default: // the periodic flush will get to it
+	}
+}
+
+// EnforceRetention deletes what retention.ms and retention.bytes condemn in
+// every partition now, and returns how many segments went.
+func (l *Log) EnforceRetention() (int, error) {
+	var n int
+	var errs []error
+	now := l.now()
+	for _, t := range l.allTopics() {
+		for _, p := range t.Partitions() {
+			k, err := p.enforceRetention(now)
+			n += k
+			errs = append(errs, err)
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// delayedJob is work scheduled by afterDelay.
+type delayedJob struct {
+	fn    func()
+	timer *time.Timer
+}
+
+// afterDelay runs fn after d, or during Close if that comes first: the
+// delayed unlink of deleted segments (file.delete.delay.ms).
+func (l *Log) afterDelay(d time.Duration, fn func()) {
+	j := &delayedJob{fn: fn}
+	l.delMu.Lock()
+	defer l.delMu.Unlock()
+	l.pending[j] = struct{}{}
+	j.timer = time.AfterFunc(d, func() { l.runJob(j) })
+}
+
+// runJob runs a delayed job once, whichever of its timer and Close gets
+// there first.
+func (l *Log) runJob(j *delayedJob) {
+	l.delMu.Lock()
+	_, ok := l.pending[j]
+	delete(l.pending, j)
+	if ok {
+		l.running.Add(1)
+	}
+	l.delMu.Unlock()
+	if ok {
+		j.fn()
+		l.running.Done()
+	}
+}
+
+func (l *Log) runPendingDeletes() {
+	l.delMu.Lock()
+	jobs := make([]*delayedJob, 0, len(l.pending))
+	for j := range l.pending {
+		jobs = append(jobs, j)
+	}
+	l.delMu.Unlock()
+	for _, j := range jobs {
+		j.timer.Stop()
+		l.runJob(j)
+	}
+	l.running.Wait()
+}

@@ -1,0 +1,216 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/logfs/logfs/index"
+	"github.com/logfs/logfs/record"
+)
+
+// lookupReadAhead is how much of the log an offset lookup reads at a time
+// while it walks batch headers from the index entry: about one index
+// interval, so a lookup is usually one pread.
+const lookupReadAhead = 8 << 10
+
+// indexLookup returns the position to scan from for target: that of the
+// largest index entry at or below it. An index that turns out to be corrupt
+// on first use is replaced by an in-memory one built from the log, and the
+// problem is logged once.
+func (s *segment) indexLookup(target record.Offset) (record.Position, error) {
+	s.idxMu.RLock()
+	if s.offIdx != nil && s.fallback == nil {
+		_, pos, err := s.offIdx.Lookup(target)
+		s.idxMu.RUnlock()
+		if err == nil {
+			return pos, nil
+		}
+		if !errors.Is(err, index.ErrCorrupt) {
+			return 0, err
+		}
+		s.indexBroken(err)
+	} else {
+		s.idxMu.RUnlock()
+	}
+	m, err := s.memIndex()
+	if err != nil {
+		return 0, err
+	}
+	return m.lookup(target), nil
+}
+
+// timeLookup returns the offset to start a search by time from: that of the
+// largest time-index entry at or below ts, or the base offset.
+func (s *segment) timeLookup(ts int64) (record.Offset, error) {
+	s.idxMu.RLock()
+	if s.timeIdx != nil && s.fallback == nil {
+		_, off, err := s.timeIdx.Lookup(ts)
+		s.idxMu.RUnlock()
+		if err == nil {
+			return off, nil
+		}
+		if !errors.Is(err, index.ErrCorrupt) {
+			return 0, err
+		}
+		s.indexBroken(err)
+	} else {
+		s.idxMu.RUnlock()
+	}
+	m, err := s.memIndex()
+	if err != nil {
+		return 0, err
+	}
+	return m.timeLookup(ts, s.base), nil
+}
+
+// indexBroken switches a segment whose on-disk index broke a rule to an
+// in-memory index. The on-disk files are left for recovery to rebuild.
+func (s *segment) indexBroken(err error) {
+	s.logger.Error("segment index is corrupt; indexing the log in memory instead", "segment", s.logPath(), "err", err)
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	if s.fallback == nil {
+		s.fallback = &memIndex{}
+	}
+}
+
+// translate finds the first batch whose last offset is at or above target:
+// the batch that holds target, or the next one after a compaction gap. It
+// reports false when no batch of the segment qualifies.
+func (s *segment) translate(target record.Offset) (record.Position, bool, error) {
+	start, err := s.indexLookup(target)
+	if err != nil {
+		return 0, false, err
+	}
+	size := record.Position(s.size.Load())
+	if start > size {
+		start = 0
+	}
+	sc := record.NewScanner(s.log, start, size, record.ScanOptions{HeadersOnly: true, ReadAhead: lookupReadAhead})
+	for sc.Next() {
+		if b := sc.Batch(); b.LastOffset() >= target {
+			return b.Pos, true, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, false, record.WithFile(err, s.logPath())
+	}
+	return size, false, nil
+}
+
+// findTime returns the first record at or after startOffset whose timestamp
+// is at or above ts, following Kafka's searchForTimestamp: the time index,
+// then the offset index, then a scan that skips batches whose max timestamp
+// is below ts.
+func (s *segment) findTime(ts int64, startOffset record.Offset) (record.Offset, bool, error) {
+	off, err := s.timeLookup(ts)
+	if err != nil {
+		return 0, false, err
+	}
+	pos, found, err := s.translate(max(off, startOffset))
+	if err != nil || !found {
+		return 0, false, err
+	}
+	size := record.Position(s.size.Load())
+	sc := record.NewScanner(s.log, pos, size, record.ScanOptions{})
+	var dec record.Decoder
+	for sc.Next() {
+		b := sc.Batch()
+		if b.MaxTimestamp < ts {
+			continue
+		}
+		it, err := dec.Records(b)
+		if err != nil {
+			return 0, false, record.WithFile(err, s.logPath())
+		}
+		for it.Next() {
+			if r := it.Record(); r.Timestamp >= ts && r.Offset >= startOffset {
+				return r.Offset, true, nil
+			}
+		}
+		if err := it.Err(); err != nil {
+			return 0, false, record.WithFile(err, s.logPath())
+		}
+	}
+	return 0, false, record.WithFile(sc.Err(), s.logPath())
+}
+
+// memIndex is an offset and time index held in memory, built by one scan of
+// a segment's batch headers. It stands in for index files that are missing
+// or corrupt when they cannot be rebuilt on disk (a read-only log).
+type memIndex struct {
+	built       bool
+	entries     []memEntry
+	maxTS       int64
+	maxTSOffset record.Offset
+}
+
+type memEntry struct {
+	last        record.Offset   // last offset of the batch at pos
+	pos         record.Position // batch start
+	maxTS       int64           // running max timestamp up to and including the batch
+	maxTSOffset record.Offset   // last offset of the batch where maxTS was first reached
+}
+
+// memIndex returns the segment's in-memory index, building it on first use.
+// It covers the log as it was when built; lookups scan forward from an
+// entry, so later appends are still found.
+func (s *segment) memIndex() (*memIndex, error) {
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	if s.fallback != nil && s.fallback.built {
+		return s.fallback, nil
+	}
+	m := &memIndex{maxTS: record.NoTimestamp, maxTSOffset: s.base}
+	size := record.Position(s.size.Load())
+	sc := record.NewScanner(s.log, 0, size, record.ScanOptions{HeadersOnly: true})
+	var lastEntry record.Position
+	for sc.Next() {
+		b := sc.Batch()
+		if b.MaxTimestamp > m.maxTS {
+			m.maxTS, m.maxTSOffset = b.MaxTimestamp, b.LastOffset()
+		}
+		if int64(b.Pos-lastEntry) > s.cfg.indexInterval {
+			m.entries = append(m.entries, memEntry{last: b.LastOffset(), pos: b.Pos, maxTS: m.maxTS, maxTSOffset: m.maxTSOffset})
+			lastEntry = b.Pos
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("index %s in memory: %w", s.logPath(), record.WithFile(err, s.logPath()))
+	}
+	m.built = true
+	s.fallback = m
+	return m, nil
+}
+
+func (m *memIndex) lookup(target record.Offset) record.Position {
+	lo, hi := 0, len(m.entries) // first entry with last > target
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if m.entries[mid].last <= target {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo == 0 {
+		return 0
+	}
+	return m.entries[lo-1].pos
+}
+
+func (m *memIndex) timeLookup(ts int64, base record.Offset) record.Offset {
+	lo, hi := 0, len(m.entries) // first entry with maxTS > ts
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if m.entries[mid].maxTS <= ts {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo == 0 {
+		return base
+	}
+	return m.entries[lo-1].maxTSOffset
+}

@@ -1,0 +1,477 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/logfs/logfs/layout"
+	"github.com/logfs/logfs/record"
+)
+
+// Record is a record to append. Key and Value may be nil (null); the
+// partition copies them, so the caller may reuse the memory afterwards.
+type Record struct {
+	// Timestamp is the CreateTime in milliseconds since the epoch; 0 means
+	// the wall clock at append.
+	Timestamp int64
+	Key       []byte
+	Value     []byte
+	Headers   []record.Header
+}
+
+// Partition is one partition of a topic: an ordered list of segments, the
+// last of which takes appends.
+//
+// Lock order: Partition.mu, then Partition.flushMu, then segment.idxMu.
+// Readers take none of them: they load the segment list and the offsets
+// from atomics, which appends store after the bytes they describe.
+type Partition struct {
+	topic *Topic
+	id    int
+	dir   string
+
+	mu      sync.Mutex                 // serialises appends, rolls, retention, close
+	segs    atomic.Pointer[[]*segment] // sorted by base offset; replaced, never mutated
+	start   atomic.Int64               // log start offset
+	end     atomic.Int64               // log end offset: the next offset to assign
+	changed atomic.Pointer[chan struct{}]
+
+	// GUARDED_BY(mu)
+	builder   record.Builder
+	failed    error // set when a failed append could not be undone
+	closed    bool
+	unflushed int64 // records appended since the last flush
+
+	flushMu   sync.Mutex   // one flush at a time; later callers ride on it
+	flushedTo atomic.Int64 // recovery point: every offset below is durable
+	lastFlush atomic.Int64 // unix ms of the last flush
+	dirDirty  atomic.Bool  // a segment file was created since the last directory sync
+}
+
+func newPartition(t *Topic, id int, dir string) *Partition {
+	p := &Partition{topic: t, id: id, dir: dir}
+	ch := make(chan struct{})
+	p.changed.Store(&ch)
+	p.lastFlush.Store(t.log.now().UnixMilli())
+	return p
+}
+
+// Topic returns the partition's topic.
+func (p *Partition) Topic() *Topic { return p.topic }
+
+// ID returns the partition number.
+func (p *Partition) ID() int { return p.id }
+
+// Dir returns the partition's folder.
+func (p *Partition) Dir() string { return p.dir }
+
+// StartOffset returns the log start offset: the first offset not deleted.
+func (p *Partition) StartOffset() record.Offset { return record.Offset(p.start.Load()) }
+
+// EndOffset returns the log end offset: the offset the next record gets.
+func (p *Partition) EndOffset() record.Offset { return record.Offset(p.end.Load()) }
+
+// RecoveryPoint returns the offset below which every record is durable.
+func (p *Partition) RecoveryPoint() record.Offset { return record.Offset(p.flushedTo.Load()) }
+
+func (p *Partition) segments() []*segment { return *p.segs.Load() }
+
+func (p *Partition) active() *segment {
+	s := p.segments()
+	return s[len(s)-1]
+}
+
+func (p *Partition) setSegments(s []*segment) { p.segs.Store(&s) }
+
+// Changed returns a channel that is closed at the next change of the
+// partition: an append, a roll, a retention deletion, or close. Take the
+// channel before checking the state it guards, then wait on it.
+func (p *Partition) Changed() <-chan struct{} { return *p.changed.Load() }
+
+func (p *Partition) notify() {
+	ch := make(chan struct{})
+	close(*p.changed.Swap(&ch))
+}
+
+// Wait blocks until the log end offset passes offset, the partition closes,
+// or ctx is done.
+func (p *Partition) Wait(ctx context.Context, offset record.Offset) error {
+	for {
+		ch := p.Changed()
+		if p.EndOffset() > offset {
+			return nil
+		}
+		if p.isClosed() {
+			return ErrClosed
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+func (p *Partition) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+func (p *Partition) writableLocked() error {
+	switch {
+	case p.closed:
+		return ErrClosed
+	case p.topic.log.opts.ReadOnly:
+		return ErrReadOnly
+	case p.failed != nil:
+		return p.failed
+	}
+	return nil
+}
+
+// Append writes recs as one batch and returns the offset of the first. The
+// batch is visible to readers whole or not at all. It is durable after the
+// next flush: Sync, flush.ms, flush.messages, a roll or a clean close.
+func (p *Partition) Append(recs []Record) (record.Offset, error) {
+	if len(recs) == 0 {
+		return p.EndOffset(), nil
+	}
+	cfg := p.topic.Config()
+	now := p.topic.log.now().UnixMilli()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.writableLocked(); err != nil {
+		return 0, err
+	}
+	b := &p.builder
+	b.Reset()
+	for i := range recs {
+		r := &recs[i]
+		if n := record.HeaderSize + record.RecordSize(0, 0, r.Key, r.Value, r.Headers); int64(n) > cfg.MaxMessageBytes {
+			return 0, fmt.Errorf("%w: record %d is %d bytes in a batch of its own, max.message.bytes is %d", ErrRecordTooLarge, i, n, cfg.MaxMessageBytes)
+		}
+		ts := r.Timestamp
+		if ts == 0 {
+			ts = now
+		}
+		b.Append(ts, r.Key, r.Value, r.Headers)
+	}
+	raw, err := b.Build()
+	if err != nil {
+		return 0, err
+	}
+	if int64(len(raw)) > cfg.SegmentBytes {
+		return 0, fmt.Errorf("%w: batch of %d bytes, segment.bytes is %d", ErrRecordTooLarge, len(raw), cfg.SegmentBytes)
+	}
+	return p.appendLocked(raw, cfg)
+}
+
+// appendLocked assigns offsets to an encoded batch and writes it, rolling
+// first if the active segment has no room for it.
+func (p *Partition) appendLocked(raw []byte, cfg Config) (record.Offset, error) {
+	h, err := record.ParseHeader(raw, 0)
+	if err != nil {
+		return 0, err
+	}
+	base := p.EndOffset()
+	record.SetBaseOffset(raw, base)
+	h.BaseOffset = base
+	seg := p.active()
+	if err := seg.makeWritable(); err != nil {
+		return 0, err
+	}
+	roll, err := p.shouldRoll(seg, int64(len(raw)), &h, cfg)
+	if err != nil {
+		return 0, err
+	}
+	if roll {
+		if seg, err = p.rollLocked(base); err != nil {
+			return 0, err
+		}
+	}
+	if err := seg.appendBatch(raw, &h); err != nil {
+		if errors.Is(err, ErrFailed) {
+			p.failed = err
+		}
+		return 0, err
+	}
+	seg.views.appended(seg, raw, &h)
+	p.end.Store(int64(h.NextOffset()))
+	p.unflushed += int64(h.RecordCount)
+	p.notify()
+	if cfg.FlushMessages > 0 && p.unflushed >= cfg.FlushMessages {
+		if err := p.Sync(); err != nil {
+			return base, fmt.Errorf("flush after %d messages: %w", cfg.FlushMessages, err)
+		}
+	}
+	return base, nil
+}
+
+// shouldRoll applies Kafka's roll conditions before an append: the batch
+// would not fit in segment.bytes, the segment is older than segment.ms, an
+// index is full, or the batch's offsets would overflow a relative offset.
+func (p *Partition) shouldRoll(seg *segment, batchSize int64, h *record.BatchHeader, cfg Config) (bool, error) {
+	size := seg.size.Load()
+	if size == 0 {
+		return false, nil
+	}
+	if size > cfg.SegmentBytes-batchSize {
+		return true, nil
+	}
+	if err := seg.loadRollTimestamp(); err != nil {
+		return false, err
+	}
+	waited := p.topic.log.now().Sub(seg.created).Milliseconds()
+	if seg.rollTS >= 0 {
+		waited = h.MaxTimestamp - seg.rollTS
+	}
+	if waited > cfg.SegmentMs {
+		return true, nil
+	}
+	return seg.indexFull() || !seg.checkRelativeOffset(h.LastOffset()), nil
+}
+
+// rollLocked starts a new active segment at base and seals the old one.
+func (p *Partition) rollLocked(base record.Offset) (*segment, error) {
+	old := p.active()
+	seg, err := createSegment(p.topic.log.fs, p.dir, base, p.topic.segmentConfig(), p.topic.log.logger)
+	if err != nil {
+		return nil, fmt.Errorf("roll %s at offset %d: %w", p, base, err)
+	}
+	if err := old.seal(); err != nil {
+		seg.release()
+		return nil, fmt.Errorf("roll %s: seal segment %d: %w", p, old.base, err)
+	}
+	old.views.sealed(old)
+	p.setSegments(append(slices.Clone(p.segments()), seg))
+	p.dirDirty.Store(true)
+	p.topic.log.flushSoon(p)
+	p.topic.log.logger.Debug("rolled segment", "partition", p.String(), "base", base)
+	return seg, nil
+}
+
+// Sync makes every record appended so far durable: it fsyncs the segments
+// written since the last flush and, after a roll, the partition folder.
+// Concurrent callers share one flush.
+func (p *Partition) Sync() error {
+	target := p.end.Load()
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	if p.flushedTo.Load() >= target && !p.dirDirty.Load() {
+		return nil
+	}
+	end := p.end.Load()
+	dirDirty := p.dirDirty.Swap(false)
+	segs := p.segments()
+	for i := len(segs) - 1; i >= 0; i-- {
+		s := segs[i]
+		if s.durable.Load() {
+			break
+		}
+		if err := s.flush(); err != nil {
+			p.dirDirty.Store(dirDirty || p.dirDirty.Load())
+			return fmt.Errorf("flush %s: %w", s.logPath(), err)
+		}
+		if i < len(segs)-1 {
+			s.durable.Store(true)
+		}
+	}
+	if dirDirty {
+		if err := p.topic.log.fs.SyncDir(p.dir); err != nil {
+			p.dirDirty.Store(true)
+			return fmt.Errorf("sync %s: %w", p.dir, err)
+		}
+	}
+	p.flushedTo.Store(end)
+	p.lastFlush.Store(p.topic.log.now().UnixMilli())
+	p.mu.Lock()
+	p.unflushed = 0
+	p.mu.Unlock()
+	return nil
+}
+
+// needsFlush reports whether flush.ms has passed since the last flush with
+// records still unflushed.
+func (p *Partition) needsFlush(now time.Time, cfg Config) bool {
+	if cfg.FlushMs < 0 || p.flushedTo.Load() >= p.end.Load() && !p.dirDirty.Load() {
+		return false
+	}
+	return now.UnixMilli()-p.lastFlush.Load() >= cfg.FlushMs
+}
+
+// SegmentInfo describes one segment.
+type SegmentInfo struct {
+	BaseOffset   record.Offset `json:"base_offset"`
+	Bytes        int64         `json:"bytes"`
+	MaxTimestamp int64         `json:"max_timestamp"` // -1 when no record carries one
+}
+
+// Segments describes the partition's segments, oldest first.
+func (p *Partition) Segments() ([]SegmentInfo, error) {
+	segs := p.segments()
+	out := make([]SegmentInfo, 0, len(segs))
+	for _, s := range segs {
+		ts, err := s.maxTimestamp()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, SegmentInfo{BaseOffset: s.base, Bytes: s.size.Load(), MaxTimestamp: ts})
+	}
+	return out, nil
+}
+
+// SegmentBases returns the base offsets of the segments without touching
+// their indexes.
+func (p *Partition) SegmentBases() []record.Offset {
+	segs := p.segments()
+	out := make([]record.Offset, len(segs))
+	for i, s := range segs {
+		out[i] = s.base
+	}
+	return out
+}
+
+// Size returns the bytes of all the partition's .log files.
+func (p *Partition) Size() int64 {
+	var n int64
+	for _, s := range p.segments() {
+		n += s.size.Load()
+	}
+	return n
+}
+
+// OffsetForTime returns the offset of the first record whose timestamp is at
+// or after ts (ms), as Kafka's offsetsForTimes: the first segment whose max
+// timestamp reaches ts, then its indexes, then a scan. When no record is
+// that recent it returns the log end offset.
+func (p *Partition) OffsetForTime(ts int64) (record.Offset, error) {
+	for _, s := range p.segments() {
+		if !s.acquire() {
+			continue // deleted under us: the next segment is newer anyway
+		}
+		off, found, err := p.findTimeIn(s, ts)
+		s.release()
+		if err != nil || found {
+			return off, err
+		}
+	}
+	return p.EndOffset(), nil
+}
+
+func (p *Partition) findTimeIn(s *segment, ts int64) (record.Offset, bool, error) {
+	mt, err := s.maxTimestamp()
+	if err != nil || mt < ts {
+		return 0, false, err
+	}
+	return s.findTime(ts, p.StartOffset())
+}
+
+// floorSegment returns the index of the last segment whose base offset is
+// at or below off, or -1.
+func floorSegment(segs []*segment, off record.Offset) int {
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > off })
+	return i - 1
+}
+
+// enforceRetention deletes the oldest segments that retention.bytes or
+// retention.ms condemn, as Kafka's deleteOldSegments: only a prefix, and the
+// active segment only after rolling a new one when it is condemned too.
+func (p *Partition) enforceRetention(now time.Time) (int, error) {
+	cfg := p.topic.Config()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.topic.log.opts.ReadOnly {
+		return 0, nil
+	}
+	segs := p.segments()
+	n := 0
+	if cfg.RetentionBytes >= 0 {
+		excess := p.Size() - cfg.RetentionBytes
+		for n < len(segs) && excess-segs[n].size.Load() >= 0 {
+			excess -= segs[n].size.Load()
+			n++
+		}
+	}
+	if cfg.RetentionMs >= 0 {
+		for n < len(segs) {
+			mt, err := segs[n].maxTimestamp()
+			if err != nil {
+				return 0, err
+			}
+			if mt < 0 {
+				mt = segs[n].created.UnixMilli()
+			}
+			if now.UnixMilli()-mt <= cfg.RetentionMs {
+				break
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if n == len(segs) {
+		if segs[n-1].size.Load() == 0 {
+			n-- // an empty active segment stays
+		} else if _, err := p.rollLocked(p.EndOffset()); err != nil {
+			return 0, err
+		}
+	}
+	return n, p.deleteOldestLocked(n, time.Duration(cfg.FileDeleteDelayMs)*time.Millisecond)
+}
+
+// deleteOldestLocked removes the n oldest segments from the partition:
+// readers stop finding them at once, their files are renamed *.deleted, and
+// unlinked after delay. Readers that hold a segment finish it.
+func (p *Partition) deleteOldestLocked(n int, delay time.Duration) error {
+	segs := p.segments()
+	doomed := segs[:n]
+	p.setSegments(slices.Clone(segs[n:]))
+	p.start.Store(int64(max(p.StartOffset(), segs[n].base)))
+	var errs []error
+	for _, s := range doomed {
+		errs = append(errs, s.markDeleted())
+		p.topic.log.logger.Info("deleted segment by retention", "partition", p.String(), "base", s.base, "bytes", s.size.Load())
+		s.release()
+		p.topic.log.afterDelay(delay, func() {
+			if err := s.removeDeletedFiles(); err != nil {
+				p.topic.log.logger.Warn("remove deleted segment", "segment", s.logPath(), "err", err)
+			}
+		})
+	}
+	p.dirDirty.Store(true)
+	p.notify()
+	return errors.Join(errs...)
+}
+
+// close flushes and closes the partition: the clean-shutdown close of every
+// segment, after which the partition refuses appends and wakes waiters.
+func (p *Partition) close() error {
+	var errs []error
+	if !p.topic.log.opts.ReadOnly {
+		errs = append(errs, p.Sync())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	for _, s := range p.segments() {
+		if !p.topic.log.opts.ReadOnly {
+			s.views.closing(s)
+		}
+		errs = append(errs, s.close())
+	}
+	p.notify()
+	return errors.Join(errs...)
+}
+
+func (p *Partition) String() string { return layout.PartitionDirName(p.topic.name, p.id) }

@@ -1,0 +1,159 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/logfs/logfs/record"
+)
+
+// Reader reads a partition's records in offset order, across segments,
+// from a starting offset. Control records (transaction markers) are
+// skipped. A Reader is used by one goroutine; any number of Readers run
+// alongside the appender.
+type Reader struct {
+	p    *Partition
+	next record.Offset // records below it are skipped
+
+	seg     *segment // pinned
+	pos     record.Position
+	sc      record.Scanner
+	scEnd   record.Position
+	scValid bool
+	dec     record.Decoder
+	it      record.RecordIter
+	inBatch bool
+	closed  bool
+}
+
+// NewReader returns a reader positioned at offset from, which must lie
+// between the log start and end offsets (the end itself is allowed: the
+// reader waits there for new records).
+func (p *Partition) NewReader(from record.Offset) (*Reader, error) {
+	if start, end := p.StartOffset(), p.EndOffset(); from < start || from > end {
+		return nil, fmt.Errorf("%s offset %d (log holds %d to %d): %w", p, from, start, end, ErrOffsetOutOfRange)
+	}
+	r := &Reader{p: p, next: from}
+	for {
+		segs := p.segments()
+		i := max(floorSegment(segs, from), 0)
+		s := segs[i]
+		if !s.acquire() {
+			continue // deleted by retention under us; look again
+		}
+		pos, found, err := s.translate(from)
+		if err != nil {
+			s.release()
+			return nil, err
+		}
+		if !found {
+			pos = record.Position(s.size.Load())
+		}
+		r.seg, r.pos = s, pos
+		return r, nil
+	}
+}
+
+// Offset returns the offset the next record will have at least.
+func (r *Reader) Offset() record.Offset { return r.next }
+
+// Next returns the next record, or io.EOF when the reader has caught up
+// with the log end. The record and its slices are valid until the next
+// call. A corrupt batch is an error wrapping record.ErrCorrupt that names
+// the file and position.
+func (r *Reader) Next() (*record.Record, error) {
+	if r.closed {
+		return nil, ErrClosed
+	}
+	for {
+		if r.inBatch {
+			if r.it.Next() {
+				rec := r.it.Record()
+				if rec.Offset < r.next {
+					continue
+				}
+				r.next = rec.Offset + 1
+				return rec, nil
+			}
+			r.inBatch = false
+			if err := r.it.Err(); err != nil {
+				return nil, record.WithFile(err, r.seg.logPath())
+			}
+			continue
+		}
+		b, err := r.nextBatch()
+		if err != nil {
+			return nil, err
+		}
+		if b.Attributes.Control() || b.LastOffset() < r.next {
+			r.next = max(r.next, b.NextOffset())
+			continue
+		}
+		if r.it, err = r.dec.Records(b); err != nil {
+			return nil, record.WithFile(err, r.seg.logPath())
+		}
+		r.inBatch = true
+	}
+}
+
+// nextBatch returns the next batch, moving to the next segment at the end of
+// one, or io.EOF at the end of the log.
+func (r *Reader) nextBatch() (*record.Batch, error) {
+	for {
+		size := record.Position(r.seg.size.Load())
+		if r.pos >= size {
+			next := r.p.segmentAfter(r.seg.base)
+			if next == nil || r.pos < record.Position(r.seg.size.Load()) {
+				if next != nil {
+					continue // the segment grew before it was rolled
+				}
+				return nil, io.EOF
+			}
+			if !next.acquire() {
+				continue
+			}
+			r.seg.release()
+			r.seg, r.pos, r.scValid = next, 0, false
+			continue
+		}
+		if !r.scValid || r.scEnd != size {
+			r.sc.Reset(r.seg.log, r.pos, size, record.ScanOptions{})
+			r.scEnd, r.scValid = size, true
+		}
+		if !r.sc.Next() {
+			r.scValid = false
+			if err := r.sc.Err(); err != nil {
+				return nil, record.WithFile(err, r.seg.logPath())
+			}
+			continue
+		}
+		r.pos = r.sc.Pos()
+		return r.sc.Batch(), nil
+	}
+}
+
+// Wait blocks until a record past the reader's position may be there, the
+// partition closes, or ctx is done.
+func (r *Reader) Wait(ctx context.Context) error {
+	return r.p.Wait(ctx, r.next)
+}
+
+// Close releases the reader's segment.
+func (r *Reader) Close() error {
+	if !r.closed {
+		r.closed = true
+		r.seg.release()
+	}
+	return nil
+}
+
+// segmentAfter returns the segment following the one with base offset base.
+func (p *Partition) segmentAfter(base record.Offset) *segment {
+	segs := p.segments()
+	i := floorSegment(segs, base) + 1
+	if i < len(segs) && segs[i].base > base {
+		return segs[i]
+	}
+	return nil
+}

@@ -1,0 +1,452 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/logfs/logfs/index"
+	"github.com/logfs/logfs/layout"
+	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/vfs"
+)
+
+// segment is one .log file and its two indexes.
+//
+// The appender, holding Partition.mu, is the only writer. Readers use the
+// published atomics: size is stored after the bytes it covers are written,
+// so a reader that reads [0, size) never sees part of a batch.
+type segment struct {
+	base record.Offset
+	dir  string
+	fs   vfs.FS
+	log  vfs.File
+	cfg  *segmentConfig
+
+	// idxMu guards the index handles themselves, which are replaced when
+	// the active segment's indexes are opened for writing or rebuilt.
+	idxMu   sync.RWMutex
+	offIdx  *index.OffsetIndex // GUARDED_BY(idxMu)
+	timeIdx *index.TimeIndex   // GUARDED_BY(idxMu)
+	// fallback replaces both indexes when they are unusable on a read-only
+	// log: entries built in memory by one scan of the log.
+	fallback *memIndex // GUARDED_BY(idxMu)
+
+	size    atomic.Int64 // committed bytes of the .log
+	durable atomic.Bool  // sealed and flushed: no flush needs to touch it again
+	frozen  atomic.Bool  // no more appends: size is final
+
+	// maxTS and maxTSOffset are the largest batch max timestamp and the
+	// last offset of its batch, loaded lazily for segments opened from disk.
+	tsOnce      sync.Once
+	maxTS       atomic.Int64
+	maxTSOffset atomic.Int64
+	tsErr       error
+
+	// Appender state, GUARDED_BY(Partition.mu).
+	writable        bool  // indexes open read-write, preallocated
+	sealed          bool  // no more appends: indexes trimmed
+	bytesSinceIndex int64 // log bytes since the last index entry
+	rollTS          int64 // max timestamp of the first batch, or NoTimestamp
+	rollTSKnown     bool
+	created         time.Time
+
+	// refs counts the partition's reference (1 while the segment is in the
+	// partition) plus readers that pinned it. At 0 the files are closed.
+	refs atomic.Int32
+
+	views viewIndexes
+
+	logger *slog.Logger
+}
+
+// segmentConfig is what a segment needs from its topic's settings.
+type segmentConfig struct {
+	indexBytes    int64
+	indexInterval int64
+	readOnly      bool
+}
+
+func (s *segment) logPath() string       { return layout.SegmentPath(s.dir, s.base, layout.LogSuffix) }
+func (s *segment) indexPath() string     { return layout.SegmentPath(s.dir, s.base, layout.IndexSuffix) }
+func (s *segment) timeIndexPath() string { return layout.SegmentPath(s.dir, s.base, layout.TimeIndexSuffix) }
+
+// createSegment makes a new, empty active segment. Stale files that already
+// carry its name (left by a crash between roll and checkpoint) are replaced.
+func createSegment(fs vfs.FS, dir string, base record.Offset, cfg *segmentConfig, logger *slog.Logger) (*segment, error) {
+	s := &segment{base: base, dir: dir, fs: fs, cfg: cfg, logger: logger, created: time.Now(), rollTS: record.NoTimestamp, rollTSKnown: true}
+	f, err := fs.OpenFile(s.logPath(), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	s.log = f
+	opts := index.Options{MaxBytes: cfg.indexBytes, LogSize: 0, Writable: true}
+	if s.offIdx, err = index.CreateOffsetIndex(s.indexPath(), base, opts); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if s.timeIdx, err = index.CreateTimeIndex(s.timeIndexPath(), base, opts); err != nil {
+		s.offIdx.Close()
+		f.Close()
+		return nil, err
+	}
+	s.writable = true
+	s.tsOnce.Do(func() {})
+	s.maxTS.Store(record.NoTimestamp)
+	s.maxTSOffset.Store(int64(base))
+	s.refs.Store(1)
+	s.views.start(s)
+	if err := s.removeViewIndex(); err != nil {
+		s.release()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openSegment opens an existing segment whose .log holds logSize valid
+// bytes. Its indexes are opened lazily: nothing is mapped until a read or an
+// append needs it.
+func openSegment(fs vfs.FS, dir string, base record.Offset, logSize record.Position, cfg *segmentConfig, indexMissing bool, logger *slog.Logger) (*segment, error) {
+	s := &segment{base: base, dir: dir, fs: fs, cfg: cfg, logger: logger}
+	flag := os.O_RDWR
+	if cfg.readOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := fs.OpenFile(s.logPath(), flag, 0)
+	if err != nil {
+		return nil, err
+	}
+	s.log = f
+	s.size.Store(int64(logSize))
+	if st, err := f.Stat(); err == nil {
+		s.created = st.ModTime()
+	}
+	s.refs.Store(1)
+	if indexMissing {
+		// Recovery could not vouch for the index files (a read-only load
+		// of an unclean directory): index in memory on first use.
+		s.fallback = &memIndex{}
+		return s, nil
+	}
+	opts := index.Options{MaxBytes: cfg.indexBytes, LogSize: logSize}
+	s.offIdx, err = index.OpenOffsetIndex(s.indexPath(), base, opts)
+	if err == nil {
+		s.timeIdx, err = index.OpenTimeIndex(s.timeIndexPath(), base, opts)
+	}
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			s.closeFiles()
+			return nil, err
+		}
+		// A missing index: recovery rebuilds it on a writable log; a
+		// read-only log indexes in memory on first use.
+		s.closeIndexes()
+		s.fallback = &memIndex{}
+		s.logger.Warn("segment index missing; indexing in memory on first read", "segment", s.logPath())
+	}
+	return s, nil
+}
+
+// acquire pins the segment for a reader; it fails once the segment is gone.
+func (s *segment) acquire() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release drops a reference; the last one closes the files.
+func (s *segment) release() {
+	if s.refs.Add(-1) == 0 {
+		s.closeFiles()
+	}
+}
+
+func (s *segment) closeIndexes() {
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	if s.offIdx != nil {
+		s.offIdx.Close()
+		s.offIdx = nil
+	}
+	if s.timeIdx != nil {
+		s.timeIdx.Close()
+		s.timeIdx = nil
+	}
+}
+
+func (s *segment) closeFiles() error {
+	s.closeIndexes()
+	if s.log == nil {
+		return nil
+	}
+	return s.log.Close()
+}
+
+// makeWritable reopens the indexes of the active segment read-write and
+// preallocated, as Kafka does after loading a log (KAFKA-6388), and learns
+// the appender state that a reopened segment lost.
+func (s *segment) makeWritable() error {
+	if s.writable {
+		return nil
+	}
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	opts := index.Options{MaxBytes: s.cfg.indexBytes, LogSize: record.Position(s.size.Load()), Writable: true}
+	if s.offIdx != nil {
+		s.offIdx.Close()
+	}
+	if s.timeIdx != nil {
+		s.timeIdx.Close()
+	}
+	var err error
+	s.offIdx, err = index.OpenOffsetIndex(s.indexPath(), s.base, opts)
+	if err == nil {
+		s.timeIdx, err = index.OpenTimeIndex(s.timeIndexPath(), s.base, opts)
+	}
+	if err != nil {
+		return fmt.Errorf("open indexes of active segment %s: %w", s.logPath(), err)
+	}
+	s.fallback = nil
+	s.writable = true
+	// Kafka starts a reopened segment's index interval afresh.
+	s.bytesSinceIndex = 0
+	return nil
+}
+
+// loadTimestamps learns the segment's max timestamp from the last entry of
+// its time index, which roll and close always write.
+func (s *segment) loadTimestamps() error {
+	s.tsOnce.Do(func() {
+		s.idxMu.RLock()
+		defer s.idxMu.RUnlock()
+		ts, off := record.NoTimestamp, s.base
+		if s.timeIdx != nil && s.fallback == nil {
+			var err error
+			if ts, off, err = s.timeIdx.LastEntry(); err == nil {
+				s.maxTS.Store(ts)
+				s.maxTSOffset.Store(int64(off))
+				return
+			}
+			if !errors.Is(err, index.ErrCorrupt) {
+				s.tsErr = err
+				return
+			}
+			s.idxMu.RUnlock()
+			s.indexBroken(err)
+			s.idxMu.RLock()
+		}
+		// No usable time index: the in-memory index's scan learns it.
+		s.idxMu.RUnlock()
+		m, err := s.memIndex()
+		s.idxMu.RLock()
+		if err != nil {
+			s.tsErr = err
+			return
+		}
+		ts, off = m.maxTS, m.maxTSOffset
+		s.maxTS.Store(ts)
+		s.maxTSOffset.Store(int64(off))
+	})
+	return s.tsErr
+}
+
+// maxTimestamp returns the largest batch max timestamp in the segment, or
+// NoTimestamp when no batch carries one.
+func (s *segment) maxTimestamp() (int64, error) {
+	if err := s.loadTimestamps(); err != nil {
+		return 0, err
+	}
+	return s.maxTS.Load(), nil
+}
+
+// appendBatch writes one encoded batch at the end of the log. It is called
+// with Partition.mu held. On a failed or short write the log is cut back, so
+// nothing of the batch remains; if that fails too, the error wraps ErrFailed.
+func (s *segment) appendBatch(b []byte, h *record.BatchHeader) error {
+	pos := s.size.Load()
+	if _, err := s.log.WriteAt(b, pos); err != nil {
+		if terr := s.log.Truncate(pos); terr != nil {
+			return fmt.Errorf("%w: append to %s: %w; cutting it back: %v", ErrFailed, s.logPath(), err, terr)
+		}
+		return fmt.Errorf("append to %s: %w", s.logPath(), err)
+	}
+	if err := s.loadTimestamps(); err != nil {
+		return err
+	}
+	if pos == 0 {
+		s.rollTS, s.rollTSKnown = h.MaxTimestamp, true
+	}
+	if h.MaxTimestamp > s.maxTS.Load() {
+		s.maxTSOffset.Store(int64(h.LastOffset()))
+		s.maxTS.Store(h.MaxTimestamp)
+	}
+	s.size.Store(pos + int64(len(b)))
+	if s.bytesSinceIndex > s.cfg.indexInterval {
+		s.addIndexEntry(h.LastOffset(), record.Position(pos))
+		s.bytesSinceIndex = 0
+	}
+	s.bytesSinceIndex += int64(len(b))
+	return nil
+}
+
+// addIndexEntry records an index entry. Indexes are derived data: a failure
+// is logged and the lookups it would have sped up scan a little further.
+func (s *segment) addIndexEntry(last record.Offset, pos record.Position) {
+	s.idxMu.RLock()
+	defer s.idxMu.RUnlock()
+	if err := s.offIdx.Append(last, pos); err != nil {
+		s.logger.Warn("offset index entry not added", "segment", s.logPath(), "err", err)
+		return
+	}
+	if err := s.timeIdx.MaybeAppend(s.maxTS.Load(), record.Offset(s.maxTSOffset.Load()), false); err != nil {
+		s.logger.Warn("time index entry not added", "segment", s.logPath(), "err", err)
+	}
+}
+
+// indexFull reports whether either index has no room for another entry.
+func (s *segment) indexFull() bool {
+	s.idxMu.RLock()
+	defer s.idxMu.RUnlock()
+	return s.offIdx != nil && s.offIdx.IsFull() || s.timeIdx != nil && s.timeIdx.IsFull()
+}
+
+// loadRollTimestamp reads the first batch's max timestamp, which segment.ms
+// measures from, for a segment reopened from disk.
+func (s *segment) loadRollTimestamp() error {
+	if s.rollTSKnown {
+		return nil
+	}
+	if s.size.Load() == 0 {
+		s.rollTS, s.rollTSKnown = record.NoTimestamp, true
+		return nil
+	}
+	sc := record.NewScanner(s.log, 0, record.Position(s.size.Load()), record.ScanOptions{HeadersOnly: true, ReadAhead: record.HeaderSize})
+	if !sc.Next() {
+		return record.WithFile(sc.Err(), s.logPath())
+	}
+	s.rollTS, s.rollTSKnown = sc.Batch().MaxTimestamp, true
+	return nil
+}
+
+// seal makes the segment read-only: the final time-index entry, then both
+// indexes trimmed to their entries, as Kafka's onBecomeInactiveSegment.
+func (s *segment) seal() error {
+	if s.sealed {
+		return nil
+	}
+	if err := s.loadTimestamps(); err != nil {
+		return err
+	}
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	if s.timeIdx != nil {
+		if err := s.timeIdx.MaybeAppend(s.maxTS.Load(), record.Offset(s.maxTSOffset.Load()), true); err != nil {
+			return err
+		}
+		if err := s.timeIdx.Seal(); err != nil {
+			return err
+		}
+	}
+	if s.offIdx != nil {
+		if err := s.offIdx.Seal(); err != nil {
+			return err
+		}
+	}
+	s.sealed = true
+	s.writable = false
+	s.frozen.Store(true)
+	return nil
+}
+
+// flush makes the segment's log and indexes durable.
+func (s *segment) flush() error {
+	if err := s.log.Sync(); err != nil {
+		return err
+	}
+	s.idxMu.RLock()
+	defer s.idxMu.RUnlock()
+	if s.offIdx != nil && s.offIdx.Mapped() {
+		if err := s.offIdx.Flush(); err != nil {
+			return err
+		}
+	}
+	if s.timeIdx != nil && s.timeIdx.Mapped() {
+		if err := s.timeIdx.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// close is the clean-shutdown close of a segment: the active one gets its
+// final time-index entry and both indexes are trimmed (index.Close trims a
+// writable index), then everything is closed once no reader holds it.
+func (s *segment) close() error {
+	var err error
+	if s.writable && !s.sealed {
+		err = s.loadTimestamps()
+		s.idxMu.Lock()
+		if s.timeIdx != nil && err == nil {
+			err = s.timeIdx.MaybeAppend(s.maxTS.Load(), record.Offset(s.maxTSOffset.Load()), true)
+		}
+		s.idxMu.Unlock()
+	}
+	s.release()
+	return err
+}
+
+// markDeleted renames the segment's files to *.deleted, as Kafka does before
+// the delayed unlink, so a reader in the middle of the segment finishes it.
+func (s *segment) markDeleted() error {
+	var errs []error
+	rename := func(p string) {
+		if err := s.fs.Rename(p, p+layout.DeletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	rename(s.logPath())
+	s.idxMu.Lock()
+	if s.offIdx != nil {
+		errs = append(errs, s.offIdx.Rename(s.indexPath()+layout.DeletedSuffix))
+	} else {
+		rename(s.indexPath())
+	}
+	if s.timeIdx != nil {
+		errs = append(errs, s.timeIdx.Rename(s.timeIndexPath()+layout.DeletedSuffix))
+	} else {
+		rename(s.timeIndexPath())
+	}
+	s.idxMu.Unlock()
+	rename(s.viewIndexPath())
+	return errors.Join(errs...)
+}
+
+// removeDeletedFiles unlinks the *.deleted files. Open descriptors keep
+// working until their readers finish.
+func (s *segment) removeDeletedFiles() error {
+	var errs []error
+	for _, p := range []string{s.logPath(), s.indexPath(), s.timeIndexPath(), s.viewIndexPath()} {
+		if err := s.fs.Remove(p + layout.DeletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkRelativeOffset reports whether offset fits a relative offset of the
+// segment, as Kafka requires before appending to it.
+func (s *segment) checkRelativeOffset(off record.Offset) bool {
+	rel := off - s.base
+	return rel >= 0 && rel <= math.MaxInt32
+}

@@ -1,0 +1,595 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/logfs/logfs/layout"
+	"github.com/logfs/logfs/record"
+)
+
+// testLogger keeps test output quiet unless -v.
+func testLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// clock is a settable clock for tests.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.UnixMilli(1_700_000_000_000)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// openLog opens a log in dir and checks it when the test ends.
+func openLog(t testing.TB, dir string, o Options) *Log {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = testLogger(t)
+	}
+	if o.RetentionCheckInterval == 0 {
+		o.RetentionCheckInterval = -1
+	}
+	l, err := Open(dir, o)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, l.Check())
+		require.NoError(t, l.Close())
+	})
+	return l
+}
+
+func small(kv ...string) Overrides {
+	o := Overrides{}
+	for _, p := range kv {
+		if err := o.SetPair(p); err != nil {
+			panic(err)
+		}
+	}
+	return o
+}
+
+func values(n int, prefix string) []Record {
+	recs := make([]Record, n)
+	for i := range recs {
+		recs[i] = Record{Value: []byte(fmt.Sprintf("%s-%d", prefix, i))}
+	}
+	return recs
+}
+
+// readAll reads every record from offset from to the end.
+func readAll(t testing.TB, p *Partition, from record.Offset) []string {
+	t.Helper()
+	r, err := p.NewReader(from)
+	require.NoError(t, err)
+	defer r.Close()
+	out := []string{}
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		require.NoError(t, err)
+		out = append(out, fmt.Sprintf("%d:%s", rec.Offset, rec.Value))
+	}
+}
+
+func TestAppendReadAcrossRolls(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("orders", 1, small("segment.bytes=2000", "index.interval.bytes=100"))
+	require.NoError(t, err)
+	p, err := top.Partition(0)
+	require.NoError(t, err)
+	var want []string
+	for i := 0; i < 200; i++ {
+		n := 1 + i%5
+		recs := values(n, fmt.Sprintf("b%d", i))
+		first, err := p.Append(recs)
+		require.NoError(t, err)
+		for j := range recs {
+			want = append(want, fmt.Sprintf("%d:%s", int(first)+j, recs[j].Value))
+		}
+	}
+	require.Greater(t, len(p.SegmentBases()), 5, "small segment.bytes rolls")
+	require.Equal(t, want, readAll(t, p, 0))
+	for _, from := range []int{1, 17, 250, len(want) - 1, len(want)} {
+		require.Equal(t, want[from:], readAll(t, p, record.Offset(from)), "from %d", from)
+	}
+	_, err = p.NewReader(record.Offset(len(want) + 1))
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+	_, err = p.NewReader(-1)
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+}
+
+func TestReopenContinuesOffsets(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Logger: testLogger(t)})
+	require.NoError(t, err)
+	top, err := l.CreateTopic("t", 2, small("segment.bytes=500"))
+	require.NoError(t, err)
+	p1, _ := top.Partition(1)
+	for i := 0; i < 30; i++ {
+		_, err := p1.Append(values(2, "x"))
+		require.NoError(t, err)
+	}
+	before := readAll(t, p1, 0)
+	require.NoError(t, l.Close())
+	_, err = os.Stat(filepath.Join(dir, layout.CleanShutdownFile))
+	require.NoError(t, err, "clean shutdown marker")
+
+	l2 := openLog(t, dir, Options{})
+	_, err = os.Stat(filepath.Join(dir, layout.CleanShutdownFile))
+	require.ErrorIs(t, err, os.ErrNotExist, "the marker goes when loading starts")
+	p, err := l2.Partition("t", 1)
+	require.NoError(t, err)
+	require.Equal(t, record.Offset(60), p.EndOffset())
+	require.Equal(t, before, readAll(t, p, 0))
+	first, err := p.Append(values(1, "after"))
+	require.NoError(t, err)
+	require.Equal(t, record.Offset(60), first)
+	require.Equal(t, "500", fmt.Sprint(l2.mustTopic(t, "t").Config().SegmentBytes), "topic settings persist")
+}
+
+func (l *Log) mustTopic(t testing.TB, name string) *Topic {
+	top, err := l.Topic(name)
+	require.NoError(t, err)
+	return top
+}
+
+func TestOffsetForTime(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, small("segment.bytes=400", "index.interval.bytes=50"))
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	// Timestamps 1000, 1010, … with one record going back in time.
+	for i := 0; i < 100; i++ {
+		ts := int64(1000 + 10*i)
+		if i == 50 {
+			ts = 900
+		}
+		_, err := p.Append([]Record{{Timestamp: ts, Value: []byte(fmt.Sprint(i))}})
+		require.NoError(t, err)
+	}
+	cases := map[int64]record.Offset{
+		0:    0,
+		1000: 0,
+		1001: 1,
+		1500: 51, // record 50 is at 900; 51 is the first at or after 1500
+		1495: 51,
+		1485: 49,
+		1990: 99,
+		1991: 100, // nothing that recent: the log end
+		5000: 100,
+	}
+	for ts, want := range cases {
+		got, err := p.OffsetForTime(ts)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "ts %d", ts)
+	}
+}
+
+func TestRetention(t *testing.T) {
+	clk := newClock()
+	l := openLog(t, t.TempDir(), Options{Now: clk.Now})
+	top, err := l.CreateTopic("t", 1, small("segment.bytes=300", "retention.ms=60000", "file.delete.delay.ms=0"))
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	for i := 0; i < 40; i++ {
+		_, err := p.Append([]Record{{Value: []byte(fmt.Sprintf("value-%02d", i))}})
+		require.NoError(t, err)
+		if i == 19 {
+			clk.Advance(2 * time.Minute)
+		}
+	}
+	segsBefore := len(p.SegmentBases())
+	n, err := l.EnforceRetention()
+	require.NoError(t, err)
+	require.Greater(t, n, 0)
+	require.Less(t, len(p.SegmentBases()), segsBefore)
+	start := p.StartOffset()
+	require.Greater(t, start, record.Offset(0))
+	require.LessOrEqual(t, start, record.Offset(20), "only segments older than retention.ms go")
+	got := readAll(t, p, start)
+	require.Equal(t, fmt.Sprintf("%d:value-%02d", start, start), got[0])
+	_, err = p.NewReader(0)
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+
+	// Everything old: the active segment rolls first, an empty one stays.
+	clk.Advance(time.Hour)
+	_, err = l.EnforceRetention()
+	require.NoError(t, err)
+	require.Equal(t, p.EndOffset(), p.StartOffset())
+	require.Len(t, p.SegmentBases(), 1)
+	first, err := p.Append(values(1, "new"))
+	require.NoError(t, err)
+	require.Equal(t, record.Offset(40), first)
+}
+
+func TestRetentionBytes(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, small("segment.bytes=300", "retention.bytes=700", "retention.ms=-1"))
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	for i := 0; i < 40; i++ {
+		_, err := p.Append(values(1, "v"))
+		require.NoError(t, err)
+	}
+	_, err = l.EnforceRetention()
+	require.NoError(t, err)
+	require.LessOrEqual(t, p.Size(), int64(700+300))
+	require.Greater(t, p.StartOffset(), record.Offset(0))
+}
+
+// A reader in a segment that retention deletes finishes it.
+func TestReaderSurvivesDeletion(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, small("segment.bytes=300", "retention.bytes=0", "retention.ms=-1", "file.delete.delay.ms=0"))
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	for i := 0; i < 20; i++ {
+		_, err := p.Append(values(1, "v"))
+		require.NoError(t, err)
+	}
+	firstSegmentEnd := int(p.SegmentBases()[1])
+	r, err := p.NewReader(0)
+	require.NoError(t, err)
+	defer r.Close()
+	v, err := p.NewView(Values, 0)
+	require.NoError(t, err)
+	defer v.Close()
+	size, err := v.Size()
+	require.NoError(t, err)
+	_, err = l.EnforceRetention()
+	require.NoError(t, err)
+	require.Equal(t, p.EndOffset(), p.StartOffset())
+	n := 0
+	for {
+		_, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		n++
+	}
+	require.Equal(t, firstSegmentEnd, n, "the reader finishes the segment it was in; the rest is gone")
+	buf := make([]byte, size)
+	got, err := v.ReadAt(buf, 0)
+	require.NoError(t, err)
+	require.Equal(t, int(size), got)
+	require.Equal(t, strings.Repeat("v-0\n", 20), string(buf))
+}
+
+func TestBadInput(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	for _, name := range []string{"", ".", "..", "a/b", "a b", strings.Repeat("x", 250), "ü"} {
+		_, err := l.CreateTopic(name, 1, nil)
+		require.ErrorIs(t, err, ErrInvalidTopic, "%q", name)
+	}
+	_, err := l.CreateTopic("ok", 0, nil)
+	require.ErrorIs(t, err, ErrInvalidPartition)
+	top, err := l.CreateTopic("ok", 1, small("max.message.bytes=200"))
+	require.NoError(t, err)
+	_, err = l.CreateTopic("ok", 1, nil)
+	require.ErrorIs(t, err, ErrTopicExists)
+	p, _ := top.Partition(0)
+	_, err = p.Append([]Record{{Value: []byte("fine")}, {Value: bytes.Repeat([]byte("x"), 200)}})
+	require.ErrorIs(t, err, ErrRecordTooLarge)
+	require.Equal(t, record.Offset(0), p.EndOffset(), "nothing of a refused batch is written")
+	_, err = top.AddPartition(5)
+	require.ErrorIs(t, err, ErrInvalidPartition)
+	_, err = top.AddPartition(1)
+	require.NoError(t, err)
+	_, err = l.Partition("ok", 2)
+	require.ErrorIs(t, err, ErrNoPartition)
+	_, err = l.Topic("nope")
+	require.ErrorIs(t, err, ErrNoTopic)
+	o := Overrides{}
+	require.ErrorIs(t, o.SetPair("segment.bytes=1"), ErrInvalidConfig)
+	require.ErrorIs(t, o.SetPair("nope=1"), ErrInvalidConfig)
+	require.ErrorIs(t, o.SetPair("segment.bytes"), ErrInvalidConfig)
+	require.ErrorIs(t, o.SetPair("retention.ms=abc"), ErrInvalidConfig)
+}
+
+func TestDataDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	openLog(t, dir, Options{})
+	_, err := Open(dir, Options{Logger: testLogger(t)})
+	require.Error(t, err)
+	ro, err := Open(dir, Options{ReadOnly: true, Logger: testLogger(t)})
+	require.NoError(t, err, "a read-only open takes no lock")
+	require.NoError(t, ro.Close())
+}
+
+func TestReadOnlyRefusesWrites(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Logger: testLogger(t)})
+	require.NoError(t, err)
+	_, err = l.CreateTopic("t", 1, nil)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	ro := openLog(t, dir, Options{ReadOnly: true})
+	p, err := ro.Partition("t", 0)
+	require.NoError(t, err)
+	_, err = p.Append(values(1, "x"))
+	require.ErrorIs(t, err, ErrReadOnly)
+	_, err = ro.CreateTopic("u", 1, nil)
+	require.ErrorIs(t, err, ErrReadOnly)
+}
+
+func TestWaitWakesOnAppend(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, _ := l.CreateTopic("t", 1, nil)
+	p, _ := top.Partition(0)
+	done := make(chan error)
+	go func() {
+		r, err := p.NewReader(0)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer r.Close()
+		if err := r.Wait(t.Context()); err != nil {
+			done <- err
+			return
+		}
+		rec, err := r.Next()
+		if err == nil && string(rec.Value) != "hello" {
+			err = fmt.Errorf("got %q", rec.Value)
+		}
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	_, err := p.Append(values(1, "ignored")[:0])
+	require.NoError(t, err)
+	_, err = p.Append([]Record{{Value: []byte("hello")}})
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+}
+
+// Readers running alongside the appender never see part of a batch and see
+// every record in order.
+func TestConcurrentReaders(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, _ := l.CreateTopic("t", 1, small("segment.bytes=4000", "index.interval.bytes=64"))
+	p, _ := top.Partition(0)
+	const batches = 300
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := p.NewReader(0)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer r.Close()
+			want := record.Offset(0)
+			for want < batches*3 {
+				rec, err := r.Next()
+				if errors.Is(err, io.EOF) {
+					if err := r.Wait(t.Context()); err != nil {
+						errs <- err
+						return
+					}
+					continue
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				if rec.Offset != want || string(rec.Value) != fmt.Sprint(want) {
+					errs <- fmt.Errorf("got %d:%s, want %d", rec.Offset, rec.Value, want)
+					return
+				}
+				want++
+			}
+		}()
+	}
+	for i := 0; i < batches; i++ {
+		recs := make([]Record, 3)
+		for j := range recs {
+			recs[j].Value = []byte(fmt.Sprint(i*3 + j))
+		}
+		_, err := p.Append(recs)
+		require.NoError(t, err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// renderAll renders a partition from an offset the slow way: a Reader.
+func renderAll(t testing.TB, p *Partition, f Format, from record.Offset) []byte {
+	t.Helper()
+	r, err := p.NewReader(from)
+	require.NoError(t, err)
+	defer r.Close()
+	var out []byte
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		require.NoError(t, err)
+		out = f.Append(out, rec)
+	}
+}
+
+// Every byte of a view, read at random positions and sizes, matches the
+// sequential rendering, in both formats, across segments, as it grows.
+func TestViewRandomAccess(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, _ := l.CreateTopic("t", 1, small("segment.bytes=20000", "index.interval.bytes=200"))
+	p, _ := top.Partition(0)
+	rng := rand.New(rand.NewSource(1))
+	appendSome := func(n int) {
+		for i := 0; i < n; i++ {
+			recs := make([]Record, 1+rng.Intn(8))
+			for j := range recs {
+				v := bytes.Repeat([]byte{byte('a' + rng.Intn(26))}, rng.Intn(300))
+				if rng.Intn(10) == 0 {
+					v = []byte{0xff, 0xfe, '"', '\n'}
+				}
+				recs[j] = Record{Value: v, Key: []byte(fmt.Sprint(i)), Headers: []record.Header{{Key: []byte("h"), Value: []byte{byte(i)}}}}
+			}
+			_, err := p.Append(recs)
+			require.NoError(t, err)
+		}
+	}
+	appendSome(300)
+	for _, f := range []Format{Values, JSONL} {
+		for _, from := range []record.Offset{0, 1, 333, p.EndOffset() - 1, p.EndOffset()} {
+			v, err := p.NewView(f, from)
+			require.NoError(t, err)
+			want := renderAll(t, p, f, from)
+			size, err := v.Size()
+			require.NoError(t, err)
+			require.Equal(t, int64(len(want)), size, "%v from %d", f, from)
+			checkReads(t, v, want, rng)
+			require.NoError(t, v.Close())
+		}
+	}
+	v, err := p.NewView(Values, 10)
+	require.NoError(t, err)
+	defer v.Close()
+	appendSome(100)
+	want := renderAll(t, p, Values, 10)
+	size, err := v.Size()
+	require.NoError(t, err)
+	require.Equal(t, int64(len(want)), size, "a view grows with the log")
+	checkReads(t, v, want, rng)
+}
+
+func checkReads(t *testing.T, v *View, want []byte, rng *rand.Rand) {
+	t.Helper()
+	// Sequential, in odd chunk sizes.
+	var got []byte
+	buf := make([]byte, 777)
+	for off := int64(0); ; {
+		n, err := v.ReadAt(buf, off)
+		got = append(got, buf[:n]...)
+		off += int64(n)
+		if errors.Is(err, io.EOF) || n == 0 {
+			break
+		}
+		require.NoError(t, err)
+	}
+	require.Equal(t, string(want), string(got))
+	for i := 0; i < 200 && len(want) > 0; i++ {
+		off := rng.Int63n(int64(len(want)))
+		b := make([]byte, 1+rng.Intn(5000))
+		n, err := v.ReadAt(b, off)
+		if err != nil {
+			require.ErrorIs(t, err, io.EOF)
+		}
+		end := min(off+int64(len(b)), int64(len(want)))
+		require.Equal(t, string(want[off:end]), string(b[:n]), "read at %d", off)
+	}
+	n, err := v.ReadAt(make([]byte, 10), int64(len(want)))
+	require.Equal(t, 0, n)
+	require.ErrorIs(t, err, io.EOF)
+}
+
+// The values view index survives a clean restart in its sidecar and is
+// rebuilt when the sidecar is bad.
+func TestViewIndexSidecar(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Logger: testLogger(t)})
+	require.NoError(t, err)
+	top, _ := l.CreateTopic("t", 1, small("segment.bytes=100000"))
+	p, _ := top.Partition(0)
+	for i := 0; i < 500; i++ {
+		_, err := p.Append(values(3, strings.Repeat("z", i%100)))
+		require.NoError(t, err)
+	}
+	want := renderAll(t, p, Values, 0)
+	require.NoError(t, l.Close())
+	sidecars, _ := filepath.Glob(filepath.Join(dir, "t-0", "*"+layout.ViewIndexSuffix))
+	require.NotEmpty(t, sidecars)
+
+	for name, damage := range map[string]func(string){
+		"intact":    func(string) {},
+		"flipped":   func(p string) { b, _ := os.ReadFile(p); b[len(b)/2] ^= 1; os.WriteFile(p, b, 0o644) },
+		"truncated": func(p string) { os.Truncate(p, 20) },
+		"removed":   func(p string) { os.Remove(p) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, s := range sidecars {
+				damage(s)
+			}
+			l, err := Open(dir, Options{Logger: testLogger(t)})
+			require.NoError(t, err)
+			p, _ := l.Partition("t", 0)
+			v, err := p.NewView(Values, 0)
+			require.NoError(t, err)
+			size, err := v.Size()
+			require.NoError(t, err)
+			require.Equal(t, int64(len(want)), size)
+			checkReads(t, v, want, rand.New(rand.NewSource(2)))
+			v.Close()
+			require.NoError(t, l.Check())
+			require.NoError(t, l.Close())
+		})
+	}
+}
+
+func TestJSONRecordRoundTrip(t *testing.T) {
+	recs := []record.Record{
+		{Offset: 1, Timestamp: 5, Key: nil, Value: []byte("plain")},
+		{Offset: 2, Timestamp: 6, Key: []byte("k\"\\\n\t\x01"), Value: nil},
+		{Offset: 3, Timestamp: 7, Key: []byte{}, Value: []byte{0xff, 0x00}, Headers: []record.Header{{Key: []byte("a"), Value: nil}, {Key: []byte("b"), Value: []byte{0xc3}}}},
+		{Offset: 4, Timestamp: 8, Value: []byte("ünïcode ✓")},
+	}
+	for _, r := range recs {
+		line := JSONL.Append(nil, &r)
+		require.True(t, bytes.HasSuffix(line, []byte("}\n")))
+		back, err := ParseJSONRecord(line)
+		require.NoError(t, err, "%s", line)
+		require.Equal(t, r.Timestamp, back.Timestamp)
+		require.Equal(t, r.Key, back.Key)
+		require.Equal(t, r.Value, back.Value)
+		require.Len(t, back.Headers, len(r.Headers))
+		for i := range r.Headers {
+			require.Equal(t, r.Headers[i].Key, back.Headers[i].Key)
+			require.Equal(t, r.Headers[i].Value, back.Headers[i].Value)
+		}
+	}
+	for _, bad := range []string{`{`, `[]`, `{"value": 5}`, `{"nope": 1}`, `{"timestamp": -5}`, `{"headers": [{"value": "x"}]}`, `{"value": {"base64": "!!"}}`, `{} {}`} {
+		_, err := ParseJSONRecord([]byte(bad))
+		require.ErrorIs(t, err, ErrInvalidRecord, bad)
+	}
+	r, err := ParseJSONRecord([]byte(`{"headers": {"z": "1", "a": null}, "value": "v"}`))
+	require.NoError(t, err)
+	require.Equal(t, "a", string(r.Headers[0].Key))
+}

@@ -1,0 +1,178 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/logfs/logfs/layout"
+	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/recovery"
+	"github.com/logfs/logfs/vfs"
+)
+
+// Topic is a named set of partitions sharing settings.
+type Topic struct {
+	log  *Log
+	name string
+
+	mu         sync.Mutex // guards partitions and overrides; taken after Log.mu
+	partitions []*Partition
+	overrides  Overrides
+	config     atomic.Pointer[Config]
+}
+
+func newTopic(l *Log, name string, o Overrides) *Topic {
+	t := &Topic{log: l, name: name, overrides: o}
+	t.setOverrides(o)
+	return t
+}
+
+func (t *Topic) setOverrides(o Overrides) {
+	c := t.log.defaults.With(o)
+	t.overrides = o
+	t.config.Store(&c)
+}
+
+// Name returns the topic's name.
+func (t *Topic) Name() string { return t.name }
+
+// Config returns the settings in force.
+func (t *Topic) Config() Config { return *t.config.Load() }
+
+// Overrides returns the settings stored for this topic.
+func (t *Topic) Overrides() Overrides {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o := Overrides{}
+	for k, v := range t.overrides {
+		o[k] = v
+	}
+	return o
+}
+
+func (t *Topic) segmentConfig() *segmentConfig {
+	c := t.Config()
+	return &segmentConfig{indexBytes: c.SegmentIndexBytes, indexInterval: c.IndexIntervalBytes, readOnly: t.log.opts.ReadOnly}
+}
+
+// Partitions returns the topic's partitions in order. A broker's data
+// directory may hold only some partitions of a topic (Kafka spreads them
+// over brokers), so the numbers need not be dense.
+func (t *Topic) Partitions() []*Partition {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*Partition, 0, len(t.partitions))
+	for _, p := range t.partitions {
+		if p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Partition returns partition id.
+func (t *Topic) Partition(id int) (*Partition, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id < 0 || id >= len(t.partitions) || t.partitions[id] == nil {
+		return nil, fmt.Errorf("%s partition %d: %w", t.name, id, ErrNoPartition)
+	}
+	return t.partitions[id], nil
+}
+
+// AddPartition creates partition id, which must be the next number: Kafka
+// only ever grows a topic's partitions.
+func (t *Topic) AddPartition(id int) (*Partition, error) {
+	if t.log.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id != len(t.partitions) {
+		return nil, fmt.Errorf("%w: topic %s has %d partitions, the next is %d, not %d", ErrInvalidPartition, t.name, len(t.partitions), len(t.partitions), id)
+	}
+	p, err := t.createPartition(id)
+	if err != nil {
+		return nil, err
+	}
+	t.partitions = append(t.partitions, p)
+	return p, nil
+}
+
+// createPartition makes the folder and first segment of a new partition and
+// makes them durable before the partition is used.
+func (t *Topic) createPartition(id int) (*Partition, error) {
+	fs := t.log.fs
+	dir := filepath.Join(t.log.dir, layout.PartitionDirName(t.name, id))
+	if _, err := fs.Stat(dir); err == nil {
+		return nil, fmt.Errorf("%w: %s exists", ErrTopicExists, dir)
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	p := newPartition(t, id, dir)
+	seg, err := createSegment(fs, dir, 0, t.segmentConfig(), t.log.logger)
+	if err != nil {
+		fs.RemoveAll(dir)
+		return nil, err
+	}
+	p.setSegments([]*segment{seg})
+	if err := fs.SyncDir(dir); err != nil {
+		seg.release()
+		return nil, err
+	}
+	if err := fs.SyncDir(t.log.dir); err != nil {
+		seg.release()
+		return nil, err
+	}
+	return p, nil
+}
+
+// SetConfig stores new overrides for the topic. They apply to appends from
+// now on; index sizes apply to segments created from now on.
+func (t *Topic) SetConfig(o Overrides) error {
+	if t.log.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.writeConfig(o); err != nil {
+		return err
+	}
+	t.setOverrides(o)
+	return nil
+}
+
+func (t *Topic) configPath() string { return filepath.Join(t.log.dir, t.name+layout.TopicConfigSuffix) }
+
+func (t *Topic) writeConfig(o Overrides) error {
+	if len(o) == 0 {
+		if err := t.log.fs.Remove(t.configPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return vfs.WriteFileAtomic(t.log.fs, t.configPath(), o.Format(t.name))
+}
+
+// close closes every partition.
+func (t *Topic) close() error {
+	var errs []error
+	for _, p := range t.Partitions() {
+		errs = append(errs, p.close())
+	}
+	return errors.Join(errs...)
+}
+
+// checkpoints adds the topic's recovery points and log start offsets.
+func (t *Topic) checkpoints(points, start map[recovery.TopicPartition]record.Offset) {
+	for _, p := range t.Partitions() {
+		tp := recovery.TopicPartition{Topic: t.name, Partition: p.id}
+		points[tp] = p.RecoveryPoint()
+		start[tp] = p.StartOffset()
+	}
+}

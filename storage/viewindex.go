@@ -1,0 +1,347 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/logfs/logfs/layout"
+	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/vfs"
+)
+
+// viewInterval is how many rendered bytes lie between two entries of a view
+// index: a random read renders at most this much (plus one batch) before
+// it reaches its first byte.
+const viewInterval = 32 << 10
+
+// viewEntry places a batch in a segment's rendering.
+type viewEntry struct {
+	pos      record.Position // batch start in the .log
+	base     record.Offset   // the batch's base offset
+	rendered int64           // rendered bytes of the segment before the batch
+}
+
+// viewIndex maps the rendering of one segment in one format to its log: the
+// sparse sidecar that lets a view answer its size and a read at any byte
+// position without rendering the segment from the start. Entries are added
+// as batches are appended (the values format, kept by the appender) or as
+// readers first cover them (every format); the values index is written to
+// <base>.viewindex when the segment is sealed or the log closes, and read
+// back on first use.
+type viewIndex struct {
+	format Format
+
+	mu           sync.Mutex
+	entries      []viewEntry     // entries[0] is the segment start; sorted by every field
+	covered      record.Position // log bytes described
+	total        int64           // rendered bytes of [0, covered)
+	sinceEntry   int64           // rendered bytes since the last entry
+	lastBatchPos record.Position // start and CRC of the last batch covered,
+	lastBatchCRC uint32          // to recognise the same log later
+	dec          record.Decoder
+	scratch      []byte
+}
+
+func newViewIndex(f Format, base record.Offset) *viewIndex {
+	return &viewIndex{format: f, entries: []viewEntry{{pos: 0, base: base, rendered: 0}}}
+}
+
+// add accounts for one batch at the end of what the index covers.
+func (v *viewIndex) add(b *record.Batch, rendered int64, end record.Position) {
+	if v.sinceEntry >= viewInterval && b.Pos > v.entries[len(v.entries)-1].pos {
+		v.entries = append(v.entries, viewEntry{pos: b.Pos, base: b.BaseOffset, rendered: v.total})
+		v.sinceEntry = 0
+	}
+	v.total += rendered
+	v.sinceEntry += rendered
+	v.covered = end
+	v.lastBatchPos, v.lastBatchCRC = b.Pos, b.CRC
+}
+
+// batchSize renders a batch to count its bytes. Control batches render as
+// nothing.
+func (v *viewIndex) batchSize(b *record.Batch) (int64, error) {
+	if b.Attributes.Control() {
+		return 0, nil
+	}
+	it, err := v.dec.Records(b)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for it.Next() {
+		var k int64
+		k, v.scratch = v.format.Size(it.Record(), v.scratch)
+		n += k
+	}
+	return n, it.Err()
+}
+
+// extend covers the log up to size, rendering what was not covered yet.
+func (v *viewIndex) extend(s *segment, size record.Position) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.covered >= size {
+		return nil
+	}
+	sc := record.NewScanner(s.log, v.covered, size, record.ScanOptions{})
+	for sc.Next() {
+		b := sc.Batch()
+		n, err := v.batchSize(b)
+		if err != nil {
+			return record.WithFile(err, s.logPath())
+		}
+		v.add(b, n, sc.Pos())
+	}
+	return record.WithFile(sc.Err(), s.logPath())
+}
+
+// appended accounts for a batch the appender just wrote at the end of the
+// log, if the index is up to date; otherwise a reader's extend will.
+func (v *viewIndex) appended(raw []byte, pos record.Position) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.covered != pos {
+		return
+	}
+	b, err := record.ParseBatch(raw, pos)
+	if err != nil {
+		return
+	}
+	if n, err := v.batchSize(&b); err == nil {
+		v.add(&b, n, pos+record.Position(len(raw)))
+	}
+}
+
+// snapshot returns the covered size and total.
+func (v *viewIndex) snapshot() (record.Position, int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.covered, v.total
+}
+
+// locate returns the entry to start rendering from to reach rendered byte at.
+func (v *viewIndex) locate(at int64) viewEntry {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	i := sort.Search(len(v.entries), func(i int) bool { return v.entries[i].rendered > at })
+	return v.entries[max(i-1, 0)]
+}
+
+// locateOffset returns the entry to start rendering from to reach offset off.
+func (v *viewIndex) locateOffset(off record.Offset) viewEntry {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	i := sort.Search(len(v.entries), func(i int) bool { return v.entries[i].base > off })
+	return v.entries[max(i-1, 0)]
+}
+
+// renderedBefore returns the rendered bytes of the segment's records below
+// offset off.
+func (v *viewIndex) renderedBefore(s *segment, off record.Offset) (int64, error) {
+	e := v.locateOffset(off)
+	size := record.Position(s.size.Load())
+	sc := record.NewScanner(s.log, e.pos, size, record.ScanOptions{})
+	var dec record.Decoder
+	var scratch []byte
+	n := e.rendered
+	for sc.Next() {
+		b := sc.Batch()
+		if b.BaseOffset >= off {
+			return n, nil
+		}
+		if b.Attributes.Control() {
+			continue
+		}
+		it, err := dec.Records(b)
+		if err != nil {
+			return 0, record.WithFile(err, s.logPath())
+		}
+		for it.Next() {
+			r := it.Record()
+			if r.Offset >= off {
+				return n, nil
+			}
+			var k int64
+			k, scratch = v.format.Size(r, scratch)
+			n += k
+		}
+		if err := it.Err(); err != nil {
+			return 0, record.WithFile(err, s.logPath())
+		}
+	}
+	return n, record.WithFile(sc.Err(), s.logPath())
+}
+
+// viewIndexes holds a segment's view indexes, made on first use.
+type viewIndexes struct {
+	mu       sync.Mutex
+	byFormat [numFormats]*viewIndex
+}
+
+// get returns the segment's index for format f, reading the sidecar or
+// starting an empty one on first use.
+func (vs *viewIndexes) get(s *segment, f Format) *viewIndex {
+	vs.mu.Lock()
+	defer vs.mu.Unlock()
+	if v := vs.byFormat[f]; v != nil {
+		return v
+	}
+	v := newViewIndex(f, s.base)
+	if f == Values {
+		if loaded, err := readViewIndex(s); err == nil {
+			v = loaded
+		} else if !errors.Is(err, os.ErrNotExist) {
+			s.logger.Warn("ignoring view index; rebuilding it from the log", "segment", s.logPath(), "err", err)
+		}
+	}
+	vs.byFormat[f] = v
+	return v
+}
+
+// start gives a new segment an empty values index for the appender to keep.
+func (vs *viewIndexes) start(s *segment) {
+	vs.mu.Lock()
+	defer vs.mu.Unlock()
+	vs.byFormat[Values] = newViewIndex(Values, s.base)
+}
+
+// appended is called by the appender after each batch.
+func (vs *viewIndexes) appended(s *segment, raw []byte, h *record.BatchHeader) {
+	vs.mu.Lock()
+	v := vs.byFormat[Values]
+	vs.mu.Unlock()
+	if v != nil {
+		v.appended(raw, record.Position(s.size.Load())-record.Position(len(raw)))
+	}
+}
+
+// sealed and closing write the values index of a segment to its sidecar.
+// Both are best effort: the index is derived data.
+func (vs *viewIndexes) sealed(s *segment)  { vs.persist(s) }
+func (vs *viewIndexes) closing(s *segment) { vs.persist(s) }
+
+func (vs *viewIndexes) persist(s *segment) {
+	vs.mu.Lock()
+	v := vs.byFormat[Values]
+	vs.mu.Unlock()
+	if v == nil {
+		return
+	}
+	size := record.Position(s.size.Load())
+	if err := v.extend(s, size); err != nil {
+		return
+	}
+	if err := writeViewIndex(s, v); err != nil {
+		s.logger.Warn("view index not written", "segment", s.logPath(), "err", err)
+	}
+}
+
+// The sidecar, <base>.viewindex, is logfs's own file (big-endian):
+//
+//	magic "LGFSVIX1" | format u8 | pad [3] | count u32 | covered u64 | total u64 |
+//	last batch pos u64 | last batch crc u32 | entries: { pos u32 | base delta u32 | rendered u64 } × count |
+//	crc32c u32 of everything before it
+//
+// It is trusted only if its CRC matches, it covers no more than the .log
+// holds, and the batch it names last is still there with the same CRC.
+var viewIndexMagic = []byte("LGFSVIX1")
+
+const (
+	viewHeaderSize = 8 + 4 + 4 + 8 + 8 + 8 + 4
+	viewEntrySize  = 16
+)
+
+var errBadViewIndex = errors.New("bad view index")
+
+func (s *segment) viewIndexPath() string {
+	return layout.SegmentPath(s.dir, s.base, layout.ViewIndexSuffix)
+}
+
+func (s *segment) removeViewIndex() error {
+	if err := s.fs.Remove(s.viewIndexPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func writeViewIndex(s *segment, v *viewIndex) error {
+	if s.cfg.readOnly {
+		return nil
+	}
+	v.mu.Lock()
+	buf := make([]byte, viewHeaderSize, viewHeaderSize+len(v.entries)*viewEntrySize+4)
+	be := binary.BigEndian
+	copy(buf, viewIndexMagic)
+	buf[8] = byte(v.format)
+	be.PutUint32(buf[12:], uint32(len(v.entries)))
+	be.PutUint64(buf[16:], uint64(v.covered))
+	be.PutUint64(buf[24:], uint64(v.total))
+	be.PutUint64(buf[32:], uint64(v.lastBatchPos))
+	be.PutUint32(buf[40:], v.lastBatchCRC)
+	for _, e := range v.entries {
+		buf = be.AppendUint32(buf, uint32(e.pos))
+		buf = be.AppendUint32(buf, uint32(e.base-s.base))
+		buf = be.AppendUint64(buf, uint64(e.rendered))
+	}
+	v.mu.Unlock()
+	buf = be.AppendUint32(buf, crc32.Checksum(buf, crc32.MakeTable(crc32.Castagnoli)))
+	return vfs.WriteFileAtomic(s.fs, s.viewIndexPath(), buf)
+}
+
+func readViewIndex(s *segment) (*viewIndex, error) {
+	data, err := vfs.ReadFile(s.fs, s.viewIndexPath())
+	if err != nil {
+		return nil, err
+	}
+	be := binary.BigEndian
+	bad := func(why string) error { return fmt.Errorf("%w: %s: %s", errBadViewIndex, s.viewIndexPath(), why) }
+	if len(data) < viewHeaderSize+4 || string(data[:8]) != string(viewIndexMagic) {
+		return nil, bad("no header")
+	}
+	body, sum := data[:len(data)-4], be.Uint32(data[len(data)-4:])
+	if crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)) != sum {
+		return nil, bad("crc mismatch")
+	}
+	count := int(be.Uint32(body[12:]))
+	if Format(body[8]) != Values || count < 1 || (len(body)-viewHeaderSize)/viewEntrySize != count || (len(body)-viewHeaderSize)%viewEntrySize != 0 {
+		return nil, bad("wrong shape")
+	}
+	v := newViewIndex(Values, s.base)
+	v.covered = record.Position(be.Uint64(body[16:]))
+	v.total = int64(be.Uint64(body[24:]))
+	v.lastBatchPos = record.Position(be.Uint64(body[32:]))
+	v.lastBatchCRC = be.Uint32(body[40:])
+	if v.covered > record.Position(s.size.Load()) || v.total < 0 || v.covered > math.MaxInt32 {
+		return nil, bad("covers more than the log")
+	}
+	v.entries = make([]viewEntry, count)
+	for i := range v.entries {
+		p := body[viewHeaderSize+i*viewEntrySize:]
+		v.entries[i] = viewEntry{pos: record.Position(be.Uint32(p)), base: s.base + record.Offset(be.Uint32(p[4:])), rendered: int64(be.Uint64(p[8:]))}
+		if i > 0 && (v.entries[i].pos <= v.entries[i-1].pos || v.entries[i].rendered <= v.entries[i-1].rendered || v.entries[i].base < v.entries[i-1].base) ||
+			v.entries[i].pos >= max(v.covered, 1) || v.entries[i].rendered > v.total {
+			return nil, bad("entries out of order")
+		}
+	}
+	if v.entries[0] != (viewEntry{pos: 0, base: s.base}) {
+		return nil, bad("first entry is not the segment start")
+	}
+	if v.covered > 0 {
+		var hdr [record.HeaderSize]byte
+		if _, err := s.log.ReadAt(hdr[:], int64(v.lastBatchPos)); err != nil {
+			return nil, bad("last batch unreadable")
+		}
+		h, err := record.ParseHeader(hdr[:], v.lastBatchPos)
+		if err != nil || h.CRC != v.lastBatchCRC || v.lastBatchPos+record.Position(h.Size()) != v.covered {
+			return nil, bad("log changed since it was written")
+		}
+	}
+	return v, nil
+}
