@@ -72,9 +72,11 @@ type segmentConfig struct {
 	readOnly      bool
 }
 
-func (s *segment) logPath() string       { return layout.SegmentPath(s.dir, s.base, layout.LogSuffix) }
-func (s *segment) indexPath() string     { return layout.SegmentPath(s.dir, s.base, layout.IndexSuffix) }
-func (s *segment) timeIndexPath() string { return layout.SegmentPath(s.dir, s.base, layout.TimeIndexSuffix) }
+func (s *segment) logPath() string   { return layout.SegmentPath(s.dir, s.base, layout.LogSuffix) }
+func (s *segment) indexPath() string { return layout.SegmentPath(s.dir, s.base, layout.IndexSuffix) }
+func (s *segment) timeIndexPath() string {
+	return layout.SegmentPath(s.dir, s.base, layout.TimeIndexSuffix)
+}
 
 // createSegment makes a new, empty active segment. Stale files that already
 // carry its name (left by a crash between roll and checkpoint) are replaced.
