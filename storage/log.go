@@ -258,6 +258,7 @@ func (l *Log) openPartition(t *Topic, id int, dir string, st *recovery.Partition
 		s.sealed = true
 	}
 	p.setSegments(segs)
+	p.lastAppend.Store(segs[len(segs)-1].created.UnixNano())
 	p.start.Store(int64(st.LogStart))
 	p.end.Store(int64(st.NextOffset))
 	p.flushedTo.Store(int64(st.RecoveryPoint))

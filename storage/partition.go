@@ -48,10 +48,11 @@ type Partition struct {
 	closed    bool
 	unflushed int64 // records appended since the last flush
 
-	flushMu   sync.Mutex   // one flush at a time; later callers ride on it
-	flushedTo atomic.Int64 // recovery point: every offset below is durable
-	lastFlush atomic.Int64 // unix ms of the last flush
-	dirDirty  atomic.Bool  // a segment file was created since the last directory sync
+	flushMu    sync.Mutex   // one flush at a time; later callers ride on it
+	flushedTo  atomic.Int64 // recovery point: every offset below is durable
+	lastFlush  atomic.Int64 // unix ms of the last flush
+	lastAppend atomic.Int64 // unix ns of the last append (or the active .log's mtime)
+	dirDirty   atomic.Bool  // a segment file was created since the last directory sync
 }
 
 func newPartition(t *Topic, id int, dir string) *Partition {
@@ -76,6 +77,10 @@ func (p *Partition) StartOffset() record.Offset { return record.Offset(p.start.L
 
 // EndOffset returns the log end offset: the offset the next record gets.
 func (p *Partition) EndOffset() record.Offset { return record.Offset(p.end.Load()) }
+
+// ModTime returns the time of the last append, or when the partition was
+// opened, the modification time of its active segment.
+func (p *Partition) ModTime() time.Time { return time.Unix(0, p.lastAppend.Load()) }
 
 // RecoveryPoint returns the offset below which every record is durable.
 func (p *Partition) RecoveryPoint() record.Offset { return record.Offset(p.flushedTo.Load()) }
@@ -204,6 +209,7 @@ func (p *Partition) appendLocked(raw []byte, cfg Config) (record.Offset, error) 
 	}
 	seg.views.appended(seg, raw, &h)
 	p.end.Store(int64(h.NextOffset()))
+	p.lastAppend.Store(p.topic.log.now().UnixNano())
 	p.unflushed += int64(h.RecordCount)
 	p.notify()
 	if cfg.FlushMessages > 0 && p.unflushed >= cfg.FlushMessages {

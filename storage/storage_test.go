@@ -593,3 +593,22 @@ func TestJSONRecordRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "a", string(r.Headers[0].Key))
 }
+
+func TestParseTimestamp(t *testing.T) {
+	cases := map[string]int64{
+		"1700000000":                  1700000000000,
+		"1700000000123":               1700000000123,
+		"0":                           0,
+		"2023-11-14T22:13:20Z":        1700000000000,
+		"2023-11-14T23:13:20.5+01:00": 1700000000500,
+	}
+	for in, want := range cases {
+		got, err := ParseTimestamp(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, bad := range []string{"", "-5", "yesterday", "2023-11-14", "99999999999999999999", "1.5"} {
+		_, err := ParseTimestamp(bad)
+		require.ErrorIs(t, err, ErrInvalidTimestamp, bad)
+	}
+}

@@ -121,6 +121,7 @@ func (t *Topic) createPartition(id int) (*Partition, error) {
 		return nil, err
 	}
 	p.setSegments([]*segment{seg})
+	p.lastAppend.Store(t.log.now().UnixNano())
 	if err := fs.SyncDir(dir); err != nil {
 		seg.release()
 		return nil, err
