@@ -44,6 +44,10 @@ type Options struct {
 	RetentionCheckInterval time.Duration
 	// Now is the clock; nil means time.Now. Tests move it.
 	Now func() time.Time
+	// ForceRecovery scans every segment of every partition as after a
+	// crash, cutting each log at its first invalid batch (logfs check
+	// --repair). With ReadOnly it scans and reports without cutting.
+	ForceRecovery bool
 }
 
 // Log is a data directory: topics made of partitions made of segments, laid
@@ -136,8 +140,9 @@ func (l *Log) open() error {
 	}
 	recoveryPoints := l.readCheckpoint(layout.RecoveryPointFile)
 	logStarts := l.readCheckpoint(layout.LogStartFile)
-	if recoveryPoints == nil {
+	if recoveryPoints == nil || l.opts.ForceRecovery {
 		clean = false // Kafka: an unreadable recovery point means recovering everything
+		recoveryPoints = map[recovery.TopicPartition]record.Offset{}
 	}
 	entries, err := fs.ReadDir(l.dir)
 	if err != nil {
