@@ -1,0 +1,5 @@
+//go:build !linux
+
+package peers
+
+func fsType(string) string { return "" }
