@@ -22,7 +22,7 @@ type logBatch struct {
 
 // scanLog reads the batch headers of the segment's .log next to an index
 // file, with the segment's base offset (the file name) and the log size.
-func scanLog(t *testing.T, indexPath string) (record.Offset, record.Position, []logBatch) {
+func scanLog(t testing.TB, indexPath string) (record.Offset, record.Position, []logBatch) {
 	t.Helper()
 	name := filepath.Base(indexPath)
 	stem := name[:strings.IndexByte(name, '.')]
