@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -267,6 +268,7 @@ func (l *Log) openPartition(t *Topic, id int, dir string, st *recovery.Partition
 	p.start.Store(int64(st.LogStart))
 	p.end.Store(int64(st.NextOffset))
 	p.flushedTo.Store(int64(st.RecoveryPoint))
+	p.recovered = RecoveryReport{ScannedBytes: st.ScannedBytes, CutBytes: st.TruncatedBytes, Dropped: slices.Clone(st.Dropped)}
 	return p, nil
 }
 

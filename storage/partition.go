@@ -53,6 +53,8 @@ type Partition struct {
 	lastFlush  atomic.Int64 // unix ms of the last flush
 	lastAppend atomic.Int64 // unix ns of the last append (or the active .log's mtime)
 	dirDirty   atomic.Bool  // a segment file was created since the last directory sync
+
+	recovered RecoveryReport // set once by Open, read-only after
 }
 
 func newPartition(t *Topic, id int, dir string) *Partition {
