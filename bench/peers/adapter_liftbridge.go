@@ -16,7 +16,8 @@ import (
 // a dense, mmap'd 20-byte index entry per message that carries the timestamp,
 // so offset and time lookups share one file. Driven as the peer survey (A.7)
 // says:
-//   - timestamps are ours (ts passed to Append), monotonic;
+//   - timestamps are ours (ts passed to Append, milliseconds; liftbridge
+//     itself uses nanoseconds but only ever compares them), monotonic;
 //   - readers are uncommitted readers (no high watermark waits), which block
 //     at the end of the log: reads are bounded by NewestOffset()+1 and use a
 //     context that Close cancels;

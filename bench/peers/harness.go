@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,11 @@ type Options struct {
 
 	Seed uint64 `json:"seed"`
 
+	// Repeat runs every cell this many times (all logs of a record size in
+	// turn, then again) and reports, per cell, the run with the median
+	// time/op, with the fastest and slowest in Result.MinNsPerOp/MaxNsPerOp.
+	Repeat int `json:"repeat"`
+
 	// Progress, when set, gets one line per measured cell as the run goes.
 	Progress io.Writer `json:"-"`
 }
@@ -63,6 +69,7 @@ func DefaultOptions() Options {
 		Readers:        3,
 		MixedRecords:   100_000,
 		Seed:           1,
+		Repeat:         1,
 	}
 }
 
@@ -101,6 +108,8 @@ func (o *Options) validate() error {
 		return errors.New("peers: lookups, phase time and fsync time must be > 0")
 	case o.Readers <= 0 || o.MixedRecords <= 0:
 		return errors.New("peers: readers and mixed records must be > 0")
+	case o.Repeat <= 0:
+		return errors.New("peers: repeat must be > 0")
 	}
 	for _, s := range o.Sizes {
 		if s < MinRecordSize || int64(s)+64 > o.SegmentBytes {
@@ -151,13 +160,52 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	r := &runner{o: o, root: root, cfg: Config{SegmentBytes: o.SegmentBytes}, rep: rep}
 	for _, size := range o.Sizes {
 		rep.Records = append(rep.Records, o.RecordsFor(size))
-		if err := r.size(ctx, size); err != nil {
-			return rep, err
+		for range o.Repeat {
+			if err := r.size(ctx, size); err != nil {
+				return rep, err
+			}
 		}
 	}
 	rep.Elapsed = time.Since(rep.Started).Seconds()
+	rep.Results = medianRuns(rep.Results)
 	computeRatios(rep.Results)
 	return rep, nil
+}
+
+// medianRuns folds the repeated runs of every cell into one result: the run
+// with the median time/op (the lower one for an even count), with Runs, the
+// fastest and slowest time/op, and the wrong answers of all runs.
+func medianRuns(rs []Result) []Result {
+	type key struct {
+		log, phase  string
+		size, batch int
+	}
+	groups := map[key][]Result{}
+	var order []key
+	for _, r := range rs {
+		k := key{r.Log, r.Phase, r.Size, r.Batch}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	out := make([]Result, 0, len(order))
+	for _, k := range order {
+		g := groups[k]
+		slices.SortStableFunc(g, func(a, b Result) int { return cmp.Compare(a.NsPerOp, b.NsPerOp) })
+		m := g[(len(g)-1)/2]
+		m.Runs = len(g)
+		m.MinNsPerOp, m.MaxNsPerOp = g[0].NsPerOp, g[len(g)-1].NsPerOp
+		m.Wrong, m.WrongExample = 0, ""
+		for _, r := range g {
+			if r.Wrong > 0 && m.WrongExample == "" {
+				m.WrongExample = r.WrongExample
+			}
+			m.Wrong += r.Wrong
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // WrongAnswers returns the results that contain wrong answers.

@@ -25,6 +25,7 @@ func tinyOptions(t *testing.T) Options {
 	o.FsyncTime = 20 * time.Millisecond
 	o.Readers = 2
 	o.MixedRecords = 200
+	o.Repeat = 2
 	return o
 }
 
@@ -59,6 +60,7 @@ func TestRunMeasuresEveryCellAndCleansUp(t *testing.T) {
 				for _, batch := range batches {
 					r, ok := got[key{log, phase, size, batch}]
 					require.True(t, ok, "missing %s %s size=%d batch=%d", log, phase, size, batch)
+					require.Equal(t, o.Repeat, r.Runs, "%+v", r)
 					if r.NA != "" {
 						require.Contains(t, []string{PhaseLookupTime, PhaseMixed}, phase, "%s cannot %s?", log, phase)
 						continue
@@ -147,4 +149,23 @@ func TestPercentilesNearestRank(t *testing.T) {
 	p50, p99 = percentiles([]int64{7})
 	require.EqualValues(t, 7, p50)
 	require.EqualValues(t, 7, p99)
+}
+
+func TestMedianRunsKeepsMedianAndAllWrongAnswers(t *testing.T) {
+	mk := func(ns float64, wrong int64) Result {
+		r := Result{Log: "x", Phase: PhaseLookup, Size: 100, Ops: 10, NsPerOp: ns, Wrong: wrong}
+		if wrong > 0 {
+			r.WrongExample = "bad"
+		}
+		return r
+	}
+	rs := medianRuns([]Result{mk(30, 0), mk(10, 2), mk(20, 0), {Log: "y", Phase: PhaseLookup, Size: 100, NsPerOp: 5}})
+	require.Len(t, rs, 2)
+	require.InDelta(t, 20.0, rs[0].NsPerOp, 0)
+	require.Equal(t, 3, rs[0].Runs)
+	require.InDelta(t, 10.0, rs[0].MinNsPerOp, 0)
+	require.InDelta(t, 30.0, rs[0].MaxNsPerOp, 0)
+	require.EqualValues(t, 2, rs[0].Wrong, "wrong answers of every run are kept")
+	require.Equal(t, "bad", rs[0].WrongExample)
+	require.Equal(t, 1, rs[1].Runs)
 }

@@ -18,8 +18,8 @@ type Log interface {
 
 	// Append appends the values of batch as consecutive records in one call
 	// of the peer's batch API when it has one; ts[i] is the timestamp of
-	// batch[i] (Unix ns, non-decreasing across calls). Append must not fsync;
-	// the values may be reused by the caller once Append returns.
+	// batch[i] (Unix milliseconds, strictly increasing across calls). Append
+	// must not fsync; the values may be reused once Append returns.
 	Append(batch [][]byte, ts []int64) error
 
 	// Sync makes every record appended so far durable (fsync).
@@ -30,9 +30,9 @@ type Log interface {
 	// until the next call on the Log.
 	LookupFirst(off int64) ([]byte, error)
 
-	// LookupTime returns the first offset whose timestamp is >= ts, or the
-	// next offset to be assigned when there is none; ErrUnsupported when the
-	// peer has no time lookup.
+	// LookupTime returns the first offset whose timestamp is >= ts (Unix
+	// milliseconds), or the next offset to be assigned when there is none;
+	// ErrUnsupported when the peer has no time lookup.
 	LookupTime(ts int64) (int64, error)
 
 	// ReadAll reads every record from offset 0 in order, calling fn with

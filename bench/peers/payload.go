@@ -89,11 +89,13 @@ func newBatchBuf(size, n int) *batchBuf {
 	return b
 }
 
-// TimeBase and TimeStep define the timestamp of every offset:
-// ts(off) = TimeBase + off*TimeStep, strictly increasing.
+// TimeBase and TimeStep define the timestamp of every offset, in Unix
+// milliseconds (Kafka's CreateTime unit, so logs that store milliseconds can
+// take them as they are): ts(off) = TimeBase + off*TimeStep, strictly
+// increasing, with room for a target between two records.
 const (
-	TimeBase = int64(1_700_000_000_000_000_000)
-	TimeStep = int64(1000)
+	TimeBase = int64(1_700_000_000_000) // 2023-11-14T22:13:20Z
+	TimeStep = int64(2)
 )
 
 func tsOf(off int64) int64 { return TimeBase + off*TimeStep }

@@ -24,11 +24,12 @@ func WriteTable(w io.Writer, rep *Report) error {
 	m := rep.Machine
 	fmt.Fprintf(w, "peerbench: %s/%s, %s, %d CPUs (GOMAXPROCS %d), kernel %s, %s, %s RAM, data on %s, load at start %s\n",
 		m.GOOS, m.GOARCH, m.GoVersion, m.NumCPU, m.GOMAXPROCS, orDash(m.Kernel), orDash(m.CPU), orDash(m.MemTotal), orDash(m.DataFS), orDash(m.LoadAvg))
-	fmt.Fprintf(w, "segment %s, lookups <= %d and <= %v per phase, append+fsync <= %v, mixed: %d readers, <= %d records; run took %.0fs\n",
+	fmt.Fprintf(w, "segment %s, lookups <= %d and <= %v per phase, append+fsync <= %v, mixed: %d readers, <= %d records; %d run(s) per cell, median shown; took %.0fs\n",
 		sizeStr(rep.Options.SegmentBytes), rep.Options.Lookups, rep.Options.PhaseTime, rep.Options.FsyncTime,
-		rep.Options.Readers, rep.Options.MixedRecords, rep.Elapsed)
+		rep.Options.Readers, rep.Options.MixedRecords, rep.Options.Repeat, rep.Elapsed)
 	fmt.Fprintln(w, "time/op: per record (append, read, mixed appender) or per lookup; p50/p99: per Append call (+Sync) or per lookup;")
-	fmt.Fprintln(w, "MB/s: value bytes; x raw: time/op / raw's time/op in the same row group (raw = write(2)/pread(2) physical floor, not an indexed log).")
+	fmt.Fprintln(w, "MB/s: value bytes; x raw: time/op / raw's time/op in the same row group (raw = write(2)/pread(2) physical floor, not an indexed log);")
+	fmt.Fprintln(w, "max/min: slowest / fastest time/op over the runs of the cell.")
 
 	for i, size := range rep.Options.Sizes {
 		var rs []Result
@@ -46,7 +47,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 		}
 		fmt.Fprintf(w, "\n== record size %d B: %d records (%s of values) ==\n", size, n, sizeStr(int64(n)*int64(size)))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "phase\tbatch\tlog\tops\ttime/op\tMB/s\trec/s\tp50\tp99\tx raw\tnote\t")
+		fmt.Fprintln(tw, "phase\tbatch\tlog\tops\ttime/op\tMB/s\trec/s\tp50\tp99\tx raw\tmax/min\tnote\t")
 		prev := ""
 		for _, r := range sortedResults(rs) {
 			if r.Phase == PhaseMixed {
@@ -54,7 +55,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 			}
 			group := fmt.Sprintf("%s/%d", r.Phase, r.Batch)
 			if prev != "" && group != prev {
-				fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t\t\t\t")
+				fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t\t\t\t\t")
 			}
 			prev = group
 			b := "-"
@@ -62,7 +63,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 				b = fmt.Sprint(r.Batch)
 			}
 			if r.NA != "" {
-				fmt.Fprintf(tw, "%s\t%s\t%s\tn/a\t\t\t\t\t\t\t%s\t\n", r.Phase, b, r.Log, r.NA)
+				fmt.Fprintf(tw, "%s\t%s\t%s\tn/a\t\t\t\t\t\t\t\t%s\t\n", r.Phase, b, r.Log, r.NA)
 				continue
 			}
 			note := ""
@@ -70,11 +71,11 @@ func WriteTable(w io.Writer, rep *Report) error {
 				note = fmt.Sprintf("disk %.2fx values", float64(r.DiskSize)/float64(r.Bytes))
 			}
 			if r.Wrong > 0 {
-				note = fmt.Sprintf("WRONG %d of %d", r.Wrong, r.Ops)
+				note = wrongStr(r)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 				r.Phase, b, r.Log, r.Ops, nsStr(r.NsPerOp), mbStr(r), countStr(r.RecPerS),
-				durStr(r.LatP50), durStr(r.LatP99), ratioStr(r.VsRaw), note)
+				durStr(r.LatP50), durStr(r.LatP99), ratioStr(r.VsRaw), spreadStr(r), note)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -102,7 +103,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 			for _, r := range mixed {
 				note := ""
 				if r.Wrong > 0 {
-					note = fmt.Sprintf("WRONG %d", r.Wrong)
+					note = wrongStr(r)
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.1f\t%d\t%.1f\t%s\t%s\t%s\t%s\t\n",
 					r.Batch, r.Log, r.Records, nsStr(r.NsPerOp), r.MBps, r.Readers, r.ReaderMBps,
@@ -122,8 +123,8 @@ func WriteTable(w io.Writer, rep *Report) error {
 	if bad := rep.WrongAnswers(); len(bad) > 0 {
 		fmt.Fprintf(w, "\n== WRONG ANSWERS ==\n")
 		for _, r := range bad {
-			fmt.Fprintf(w, "%s %s size=%d batch=%d: %d of %d wrong, first: %s\n",
-				r.Log, r.Phase, r.Size, r.Batch, r.Wrong, r.Ops, r.WrongExample)
+			fmt.Fprintf(w, "%s %s size=%d batch=%d: %s, first: %s\n",
+				r.Log, r.Phase, r.Size, r.Batch, wrongStr(r), r.WrongExample)
 		}
 	}
 	return nil
@@ -214,6 +215,21 @@ func progressLine(r Result) string {
 		s += fmt.Sprintf("  WRONG %d: %s", r.Wrong, r.WrongExample)
 	}
 	return s
+}
+
+// wrongStr: Wrong is summed over all runs of the cell, Ops is per run.
+func wrongStr(r Result) string {
+	if r.Runs > 1 {
+		return fmt.Sprintf("WRONG %d in %d runs of %d ops", r.Wrong, r.Runs, r.Ops)
+	}
+	return fmt.Sprintf("WRONG %d of %d", r.Wrong, r.Ops)
+}
+
+func spreadStr(r Result) string {
+	if r.Runs < 2 || r.MinNsPerOp <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", r.MaxNsPerOp/r.MinNsPerOp)
 }
 
 func orDash(s string) string {

@@ -37,19 +37,24 @@ type Result struct {
 	Wrong        int64  `json:"wrong,omitempty"`
 	WrongExample string `json:"wrong_example,omitempty"`
 
-	Ops      int64         `json:"ops"`     // timed operations: records, lookups, or 1 (reopen)
-	Records  int64         `json:"records"` // records moved
-	Bytes    int64         `json:"bytes"`   // value bytes moved (framing not counted)
-	Elapsed  time.Duration `json:"elapsed_ns"`
-	NsPerOp  float64       `json:"ns_per_op"`
-	MBps     float64       `json:"mb_per_s"` // value bytes, 1 MB = 1e6 bytes
-	RecPerS  float64       `json:"records_per_s"`
-	LatUnit  string        `json:"latency_unit,omitempty"` // "batch" or "op"
-	LatP50   time.Duration `json:"latency_p50_ns,omitempty"`
-	LatP99   time.Duration `json:"latency_p99_ns,omitempty"`
-	Samples  int           `json:"latency_samples,omitempty"`
-	VsRaw    float64       `json:"vs_raw,omitempty"`     // NsPerOp / raw's NsPerOp in the same cell
-	DiskSize int64         `json:"disk_bytes,omitempty"` // append: bytes in the directory after Close
+	Ops     int64         `json:"ops"`     // timed operations: records, lookups, or 1 (reopen)
+	Records int64         `json:"records"` // records moved
+	Bytes   int64         `json:"bytes"`   // value bytes moved (framing not counted)
+	Elapsed time.Duration `json:"elapsed_ns"`
+	NsPerOp float64       `json:"ns_per_op"`
+	MBps    float64       `json:"mb_per_s"` // value bytes, 1 MB = 1e6 bytes
+	RecPerS float64       `json:"records_per_s"`
+	LatUnit string        `json:"latency_unit,omitempty"` // "batch" or "op"
+	LatP50  time.Duration `json:"latency_p50_ns,omitempty"`
+	LatP99  time.Duration `json:"latency_p99_ns,omitempty"`
+	Samples int           `json:"latency_samples,omitempty"`
+	VsRaw   float64       `json:"vs_raw,omitempty"` // NsPerOp / raw's NsPerOp in the same cell
+	// Runs is how many times the cell ran (Options.Repeat); this is the
+	// median run, MinNsPerOp and MaxNsPerOp the extremes.
+	Runs       int     `json:"runs"`
+	MinNsPerOp float64 `json:"min_ns_per_op,omitempty"`
+	MaxNsPerOp float64 `json:"max_ns_per_op,omitempty"`
+	DiskSize   int64   `json:"disk_bytes,omitempty"` // append: bytes in the directory after Close
 
 	// Mixed workload only.
 	Readers     int           `json:"readers,omitempty"`

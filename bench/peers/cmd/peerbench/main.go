@@ -50,6 +50,7 @@ func run() error {
 		readers  = flag.Int("readers", d.Readers, "mixed: readers following the tail")
 		mixedN   = flag.Int("mixed-records", d.MixedRecords, "mixed: records appended (at most -records)")
 		seed     = flag.Uint64("seed", d.Seed, "seed of values and lookup sequences")
+		count    = flag.Int("count", d.Repeat, "runs per cell; the median run is reported")
 		asJSON   = flag.Bool("json", false, "print JSON instead of tables")
 		quiet    = flag.Bool("q", false, "no progress lines on stderr")
 		strict   = flag.Bool("strict", false, "exit with status 2 when any log gave a wrong answer")
@@ -83,7 +84,7 @@ func run() error {
 	o.Records, o.DataBytes, o.MaxAutoRecords, o.SegmentBytes = *records, int64(db), *maxRec, int64(sb)
 	o.Dir, o.Logs, o.Phases = *dir, splitList(*only), splitList(*phases)
 	o.Lookups, o.PhaseTime, o.FsyncTime = *lookups, *phaseT, *fsyncT
-	o.Readers, o.MixedRecords, o.Seed = *readers, *mixedN, *seed
+	o.Readers, o.MixedRecords, o.Seed, o.Repeat = *readers, *mixedN, *seed, *count
 	if !*quiet {
 		o.Progress = os.Stderr
 	}
