@@ -283,7 +283,12 @@ func (p *Partition) Sync() error {
 		if s.durable.Load() {
 			break
 		}
-		if err := s.flush(); err != nil {
+		if !s.acquire() {
+			continue // deleted by retention meanwhile: nothing to keep
+		}
+		err := s.flush()
+		s.release()
+		if err != nil {
 			p.dirDirty.Store(dirDirty || p.dirDirty.Load())
 			return fmt.Errorf("flush %s: %w", s.logPath(), err)
 		}
@@ -326,7 +331,11 @@ func (p *Partition) Segments() ([]SegmentInfo, error) {
 	segs := p.segments()
 	out := make([]SegmentInfo, 0, len(segs))
 	for _, s := range segs {
+		if !s.acquire() {
+			continue // deleted by retention meanwhile
+		}
 		ts, err := s.maxTimestamp()
+		s.release()
 		if err != nil {
 			return nil, err
 		}

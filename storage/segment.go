@@ -347,6 +347,13 @@ func (s *segment) seal() error {
 	if s.sealed {
 		return nil
 	}
+	if !s.writable {
+		// Reopened and never appended to: its indexes are as the last
+		// close or recovery left them, trimmed and final.
+		s.sealed = true
+		s.frozen.Store(true)
+		return nil
+	}
 	if err := s.loadTimestamps(); err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ import (
 )
 
 // testLogger keeps test output quiet unless -v.
-func testLogger(t testing.TB) *slog.Logger {
+func testLogger(any) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

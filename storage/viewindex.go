@@ -44,12 +44,13 @@ type viewIndex struct {
 	sinceEntry   int64           // rendered bytes since the last entry
 	lastBatchPos record.Position // start and CRC of the last batch covered,
 	lastBatchCRC uint32          // to recognise the same log later
+	persisted    record.Position // covered when last written to the sidecar, or -1
 	dec          record.Decoder
 	scratch      []byte
 }
 
 func newViewIndex(f Format, base record.Offset) *viewIndex {
-	return &viewIndex{format: f, entries: []viewEntry{{pos: 0, base: base, rendered: 0}}}
+	return &viewIndex{format: f, entries: []viewEntry{{pos: 0, base: base, rendered: 0}}, persisted: -1}
 }
 
 // add accounts for one batch at the end of what the index covers.
@@ -238,6 +239,9 @@ func (vs *viewIndexes) persist(s *segment) {
 	if err := v.extend(s, size); err != nil {
 		return
 	}
+	if covered, _ := v.snapshot(); covered == v.persistedAt() {
+		return // the sidecar on disk already says this
+	}
 	if err := writeViewIndex(s, v); err != nil {
 		s.logger.Warn("view index not written", "segment", s.logPath(), "err", err)
 	}
@@ -290,9 +294,33 @@ func writeViewIndex(s *segment, v *viewIndex) error {
 		buf = be.AppendUint32(buf, uint32(e.base-s.base))
 		buf = be.AppendUint64(buf, uint64(e.rendered))
 	}
+	covered := v.covered
 	v.mu.Unlock()
 	buf = be.AppendUint32(buf, crc32.Checksum(buf, crc32.MakeTable(crc32.Castagnoli)))
-	return vfs.WriteFileAtomic(s.fs, s.viewIndexPath(), buf)
+	// Derived data, checked when read back: written without fsync, and a
+	// crash that loses or tears it costs a rebuild, nothing more.
+	tmp := s.viewIndexPath() + ".tmp"
+	f, err := s.fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(buf, 0)
+	if err = errors.Join(err, f.Close()); err != nil {
+		return err
+	}
+	if err := s.fs.Rename(tmp, s.viewIndexPath()); err != nil {
+		return err
+	}
+	v.mu.Lock()
+	v.persisted = covered
+	v.mu.Unlock()
+	return nil
+}
+
+func (v *viewIndex) persistedAt() record.Position {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.persisted
 }
 
 func readViewIndex(s *segment) (*viewIndex, error) {
@@ -343,5 +371,6 @@ func readViewIndex(s *segment) (*viewIndex, error) {
 			return nil, bad("log changed since it was written")
 		}
 	}
+	v.persisted = v.covered
 	return v, nil
 }
