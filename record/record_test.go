@@ -234,32 +234,32 @@ func TestDecompressLimit(t *testing.T) {
 // manifest holds what ../shared/kafka-fixtures/MANIFEST.md says of each
 // segment: batches, records, first and last offset.
 var manifest = map[string][4]int64{
-	"kafka-3.7-kraft-transactions/kafka-data/__consumer_offsets-29/00000000000000000000.log":                                              {45, 45, 0, 44},
-	"kafka-3.7-kraft-transactions/kafka-data/__consumer_offsets-37/00000000000000000000.log":                                              {44, 44, 0, 43},
-	"kafka-3.7-kraft-transactions/kafka-data/__transaction_state-44/00000000000000000000.log":                                             {4, 4, 0, 3},
-	"kafka-3.7-kraft-transactions/kafka-data/_confluent-ksql-default__command_topic-0/00000000000000000000.log":                           {2, 2, 0, 1},
-	"kafka-3.7-kraft-transactions/kafka-data/_schemas-0/00000000000000000000.log":                                                         {42, 42, 0, 41},
-	"kafka-3.7-kraft-transactions/kafka-data/docker-connect-configs-0/00000000000000000000.log":                                           {10, 10, 0, 9},
-	"kafka-2.1-lz4-logappendtime/kafka-data/__consumer_offsets-9/00000000000000000000.log":                                                {29, 46, 0, 45},
-	"kafka-2.1-lz4-logappendtime/kafka-data/_confluent-command-0/00000000000000000000.log":                                                {1, 2, 0, 1},
-	"kafka-2.1-lz4-logappendtime/kafka-data/_confluent-controlcenter-5-1-2-1-actual-group-consumption-rekey-0/00000000000000000000.log":   {12, 14, 0, 13},
-	"kafka-2.1-lz4-logappendtime/kafka-data/_confluent-controlcenter-5-1-2-1-monitoring-trigger-event-rekey-0/00000000000000000000.log":   {11, 22, 0, 21},
-	"kafka-2.1-lz4-logappendtime/kafka-data/docker-connect-configs-0/00000000000000000000.log":                                            {45, 54, 0, 53},
-	"kafka-2.1-lz4-logappendtime/kafka-data/teamMembers7-0/00000000000000000000.log":                                                      {2, 4, 0, 3},
-	"kafka-2.1-lz4-logappendtime/kafka-data/test10-0/00000000000000000000.log":                                                            {4, 8, 0, 7},
-	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-17/00000000000000000000.log":                                          {1, 1, 0, 0},
-	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-17/00000000000000000001.log":                                          {2, 2, 1, 2},
-	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-28/00000000000000000000.log":                                          {1, 1, 1, 1},
-	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-28/00000000000000000002.log":                                          {1, 1, 2, 2},
-	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-33/00000000000000000000.log":                                          {3, 3, 0, 2},
-	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-39/00000000000000000000.log":                                          {3, 3, 4, 17},
-	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-39/00000000000000000018.log":                                          {1, 2, 18, 19},
-	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-8/00000000000000000000.log":                                           {3, 3, 0, 2},
-	"kafka-2.7-multisegment-compacted/kafka-logs/myTopic-0/00000000000000000038.log":                                                      {0, 0, -1, -1},
-	"kafka-0.11-clean-shutdown/data/mac_test-0/00000000000000000078.log":                                                                  {0, 0, -1, -1},
-	"kafka-0.11-clean-shutdown/data/test0-0/00000000000000000000.log":                                                                     {11, 11, 0, 10},
-	"kafka-0.11-clean-shutdown/data/test0-1/00000000000000000000.log":                                                                     {11, 11, 0, 10},
-	"kafka-0.11-clean-shutdown/data/test0-2/00000000000000000000.log":                                                                     {10, 11, 0, 10},
+	"kafka-3.7-kraft-transactions/kafka-data/__consumer_offsets-29/00000000000000000000.log":                                            {45, 45, 0, 44},
+	"kafka-3.7-kraft-transactions/kafka-data/__consumer_offsets-37/00000000000000000000.log":                                            {44, 44, 0, 43},
+	"kafka-3.7-kraft-transactions/kafka-data/__transaction_state-44/00000000000000000000.log":                                           {4, 4, 0, 3},
+	"kafka-3.7-kraft-transactions/kafka-data/_confluent-ksql-default__command_topic-0/00000000000000000000.log":                         {2, 2, 0, 1},
+	"kafka-3.7-kraft-transactions/kafka-data/_schemas-0/00000000000000000000.log":                                                       {42, 42, 0, 41},
+	"kafka-3.7-kraft-transactions/kafka-data/docker-connect-configs-0/00000000000000000000.log":                                         {10, 10, 0, 9},
+	"kafka-2.1-lz4-logappendtime/kafka-data/__consumer_offsets-9/00000000000000000000.log":                                              {29, 46, 0, 45},
+	"kafka-2.1-lz4-logappendtime/kafka-data/_confluent-command-0/00000000000000000000.log":                                              {1, 2, 0, 1},
+	"kafka-2.1-lz4-logappendtime/kafka-data/_confluent-controlcenter-5-1-2-1-actual-group-consumption-rekey-0/00000000000000000000.log": {12, 14, 0, 13},
+	"kafka-2.1-lz4-logappendtime/kafka-data/_confluent-controlcenter-5-1-2-1-monitoring-trigger-event-rekey-0/00000000000000000000.log": {11, 22, 0, 21},
+	"kafka-2.1-lz4-logappendtime/kafka-data/docker-connect-configs-0/00000000000000000000.log":                                          {45, 54, 0, 53},
+	"kafka-2.1-lz4-logappendtime/kafka-data/teamMembers7-0/00000000000000000000.log":                                                    {2, 4, 0, 3},
+	"kafka-2.1-lz4-logappendtime/kafka-data/test10-0/00000000000000000000.log":                                                          {4, 8, 0, 7},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-17/00000000000000000000.log":                                        {1, 1, 0, 0},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-17/00000000000000000001.log":                                        {2, 2, 1, 2},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-28/00000000000000000000.log":                                        {1, 1, 1, 1},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-28/00000000000000000002.log":                                        {1, 1, 2, 2},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-33/00000000000000000000.log":                                        {3, 3, 0, 2},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-39/00000000000000000000.log":                                        {3, 3, 4, 17},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-39/00000000000000000018.log":                                        {1, 2, 18, 19},
+	"kafka-2.7-multisegment-compacted/kafka-logs/__consumer_offsets-8/00000000000000000000.log":                                         {3, 3, 0, 2},
+	"kafka-2.7-multisegment-compacted/kafka-logs/myTopic-0/00000000000000000038.log":                                                    {0, 0, -1, -1},
+	"kafka-0.11-clean-shutdown/data/mac_test-0/00000000000000000078.log":                                                                {0, 0, -1, -1},
+	"kafka-0.11-clean-shutdown/data/test0-0/00000000000000000000.log":                                                                   {11, 11, 0, 10},
+	"kafka-0.11-clean-shutdown/data/test0-1/00000000000000000000.log":                                                                   {11, 11, 0, 10},
+	"kafka-0.11-clean-shutdown/data/test0-2/00000000000000000000.log":                                                                   {10, 11, 0, 10},
 }
 
 // TestFixturesDecode reads every segment a real broker wrote and checks the
@@ -417,4 +417,48 @@ func BenchmarkBuild(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// countingReader counts ReadAt calls.
+type countingReader struct {
+	r     *bytes.Reader
+	calls int
+}
+
+func (c *countingReader) ReadAt(p []byte, off int64) (int, error) {
+	c.calls++
+	return c.r.ReadAt(p, off)
+}
+
+func TestScannerSeekReusesWindowAndGrows(t *testing.T) {
+	var log []byte
+	for i := 0; i < 200; i++ {
+		raw := buildBatch(t, None, sampleRecords[:1])
+		SetBaseOffset(raw, Offset(i))
+		log = append(log, raw...)
+	}
+	size := len(log) / 200
+	cr := &countingReader{r: bytes.NewReader(log)}
+	s := NewScanner(cr, 0, Position(len(log)/2), ScanOptions{HeadersOnly: true, ReadAhead: 8 * size})
+	for s.Next() && s.Batch().LastOffset() < 3 {
+	}
+	require.Equal(t, 1, cr.calls)
+	s.Seek(s.Batch().Pos, ScanOptions{ReadAhead: 4 * size, MaxReadAhead: 64 * size})
+	require.True(t, s.Next())
+	require.Equal(t, Offset(3), s.Batch().BaseOffset)
+	require.NotNil(t, s.Batch().Bytes)
+	require.Equal(t, 1, cr.calls, "the batch was in the window the lookup read")
+	n := 1
+	for s.Next() {
+		n++
+	}
+	require.NoError(t, s.Err())
+	require.Equal(t, 97, n)
+	require.LessOrEqual(t, cr.calls, 6, "windows double: 1+4+8+16+32+64 batches")
+	s.Extend(Position(len(log)))
+	for s.Next() {
+		n++
+	}
+	require.NoError(t, s.Err())
+	require.Equal(t, 197, n)
 }

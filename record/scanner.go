@@ -16,10 +16,14 @@ const (
 
 // ScanOptions tune a Scanner; the zero value gives the defaults.
 type ScanOptions struct {
-	ReadAhead   int  // bytes read per ReadAt; 0 means DefaultReadAhead
-	MaxBatch    int  // largest batch accepted; 0 means DefaultMaxBatch
-	HeadersOnly bool // read and check headers only: Batch().Bytes is nil, no CRC check
-	SkipCRC     bool // do not verify CRCs (the caller will, or trusts the data)
+	ReadAhead int // bytes read by the first ReadAt; 0 means DefaultReadAhead
+	// MaxReadAhead, when larger than ReadAhead, lets each further ReadAt
+	// read twice as much as the one before, up to this: a scan that starts
+	// with a lookup reads little, one that keeps going reads in big chunks.
+	MaxReadAhead int
+	MaxBatch     int  // largest batch accepted; 0 means DefaultMaxBatch
+	HeadersOnly  bool // read and check headers only: Batch().Bytes is nil, no CRC check
+	SkipCRC      bool // do not verify CRCs (the caller will, or trusts the data)
 }
 
 // Scanner reads the batches of a .log file in order, between two positions:
@@ -43,6 +47,7 @@ type Scanner struct {
 	end    Position
 	buf    []byte   // bytes of the file from bufPos on
 	bufPos Position //
+	ahead  int      // size of the next ReadAt
 	batch  Batch
 	err    error
 }
@@ -56,13 +61,37 @@ func NewScanner(r io.ReaderAt, start, end Position, opts ScanOptions) *Scanner {
 
 // Reset points the scanner at a new range, keeping its buffer.
 func (s *Scanner) Reset(r io.ReaderAt, start, end Position, opts ScanOptions) {
+	*s = Scanner{r: r, pos: start, end: end, buf: s.buf[:0], bufPos: start}
+	s.setOptions(opts)
+}
+
+func (s *Scanner) setOptions(opts ScanOptions) {
 	if opts.ReadAhead <= 0 {
 		opts.ReadAhead = DefaultReadAhead
+	}
+	if opts.MaxReadAhead < opts.ReadAhead {
+		opts.MaxReadAhead = opts.ReadAhead
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = DefaultMaxBatch
 	}
-	*s = Scanner{r: r, opts: opts, pos: start, end: end, buf: s.buf[:0], bufPos: start}
+	s.opts, s.ahead = opts, opts.ReadAhead
+}
+
+// Seek moves the scanner to pos, inside the range it was reset to, with new
+// options. Bytes already read that cover pos are used again: a lookup that
+// walked headers to a batch goes on to read it without reading it twice.
+func (s *Scanner) Seek(pos Position, opts ScanOptions) {
+	s.pos, s.err = pos, nil
+	s.setOptions(opts)
+}
+
+// Extend moves the end of the range to end, for a file that grew; what was
+// read stays valid, as bytes are only ever appended to a log.
+func (s *Scanner) Extend(end Position) {
+	if end > s.end {
+		s.end = end
+	}
 }
 
 // Next advances to the next batch. It returns false at the end of the range
@@ -140,7 +169,8 @@ func (s *Scanner) window(n int) ([]byte, error) {
 	if s.pos >= s.bufPos && off+n <= len(s.buf) {
 		return s.buf[off : off+n], nil
 	}
-	want := max(n, s.opts.ReadAhead)
+	want := max(n, s.ahead)
+	s.ahead = min(2*s.ahead, s.opts.MaxReadAhead)
 	want = int(min(int64(want), int64(s.end-s.pos)))
 	if want < n {
 		return nil, &CorruptError{Pos: s.pos, Reason: "range ends inside a batch", Err: ErrTruncated}
