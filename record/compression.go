@@ -33,18 +33,19 @@ type Decoder struct {
 	// DefaultDecompressLimit.
 	Limit int
 
-	buf  []byte
-	src  bytes.Reader
-	gz   *gzip.Reader
-	lz   *lz4.Reader
-	zstd *zstd.Decoder
+	buf     []byte
+	headers []Header
+	src     bytes.Reader
+	gz      *gzip.Reader
+	lz      *lz4.Reader
+	zstd    *zstd.Decoder
 }
 
 // Records returns an iterator over the records of b. For a compressed batch
 // the records are decompressed into the decoder's buffer, so the iterator is
 // valid until the next call to Records on the same decoder.
 func (d *Decoder) Records(b *Batch) (RecordIter, error) {
-	it := RecordIter{h: b.BatchHeader, pos: b.Pos}
+	it := RecordIter{h: b.BatchHeader, pos: b.Pos, headers: &d.headers}
 	payload := b.Bytes[HeaderSize:]
 	if c := b.Attributes.Compression(); c != None {
 		data, err := d.decompress(c, payload)

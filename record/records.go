@@ -36,7 +36,7 @@ type RecordIter struct {
 	off     int
 	read    int32
 	rec     Record
-	headers []Header
+	headers *[]Header // the Decoder's, reused from batch to batch
 	err     error
 }
 
@@ -113,7 +113,12 @@ func (it *RecordIter) decode() error {
 		return corruptf(it.pos, "record %d: bad header count", it.read)
 	}
 	p += n
-	it.headers = it.headers[:0]
+	var none []Header
+	hs := &none
+	if it.headers != nil {
+		hs = it.headers
+	}
+	*hs = (*hs)[:0]
 	for i := int64(0); i < count; i++ {
 		var h Header
 		if h.Key, p, ok = bytesField(body, p); !ok || h.Key == nil {
@@ -122,9 +127,9 @@ func (it *RecordIter) decode() error {
 		if h.Value, p, ok = bytesField(body, p); !ok {
 			return corruptf(it.pos, "record %d: bad header value", it.read)
 		}
-		it.headers = append(it.headers, h)
+		*hs = append(*hs, h)
 	}
-	r.Headers = it.headers
+	r.Headers = *hs
 	if p != len(body) {
 		return corruptf(it.pos, "record %d: %d bytes after its last field", it.read, len(body)-p)
 	}

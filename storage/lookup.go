@@ -1,10 +1,8 @@
 package storage
 
 import (
-	"errors"
 	"fmt"
 
-	"github.com/logfs/logfs/index"
 	"github.com/logfs/logfs/record"
 )
 
@@ -15,22 +13,27 @@ const lookupReadAhead = 8 << 10
 
 // indexLookup returns the position to scan from for target: that of the
 // largest index entry at or below it. An index that turns out to be corrupt
-// on first use is replaced by an in-memory one built from the log, and the
+// or missing on first use is rebuilt on disk (see indexBroken), or on a
+// read-only log replaced by an in-memory one built from the log; the
 // problem is logged once.
 func (s *segment) indexLookup(target record.Offset) (record.Position, error) {
-	s.idxMu.RLock()
-	if s.offIdx != nil && s.fallback == nil {
+	for try := 0; ; try++ {
+		s.idxMu.RLock()
+		if s.offIdx == nil || s.fallback != nil {
+			s.idxMu.RUnlock()
+			break
+		}
 		_, pos, err := s.offIdx.Lookup(target)
 		s.idxMu.RUnlock()
 		if err == nil {
 			return pos, nil
 		}
-		if !errors.Is(err, index.ErrCorrupt) {
+		if !indexUnusable(err) {
 			return 0, err
 		}
-		s.indexBroken(err)
-	} else {
-		s.idxMu.RUnlock()
+		if try > 0 || !s.indexBroken(err) {
+			break
+		}
 	}
 	m, err := s.memIndex()
 	if err != nil {
@@ -42,19 +45,23 @@ func (s *segment) indexLookup(target record.Offset) (record.Position, error) {
 // timeLookup returns the offset to start a search by time from: that of the
 // largest time-index entry at or below ts, or the base offset.
 func (s *segment) timeLookup(ts int64) (record.Offset, error) {
-	s.idxMu.RLock()
-	if s.timeIdx != nil && s.fallback == nil {
+	for try := 0; ; try++ {
+		s.idxMu.RLock()
+		if s.timeIdx == nil || s.fallback != nil {
+			s.idxMu.RUnlock()
+			break
+		}
 		_, off, err := s.timeIdx.Lookup(ts)
 		s.idxMu.RUnlock()
 		if err == nil {
 			return off, nil
 		}
-		if !errors.Is(err, index.ErrCorrupt) {
+		if !indexUnusable(err) {
 			return 0, err
 		}
-		s.indexBroken(err)
-	} else {
-		s.idxMu.RUnlock()
+		if try > 0 || !s.indexBroken(err) {
+			break
+		}
 	}
 	m, err := s.memIndex()
 	if err != nil {
@@ -63,39 +70,33 @@ func (s *segment) timeLookup(ts int64) (record.Offset, error) {
 	return m.timeLookup(ts, s.base), nil
 }
 
-// indexBroken switches a segment whose on-disk index broke a rule to an
-// in-memory index. The on-disk files are left for recovery to rebuild.
-func (s *segment) indexBroken(err error) {
-	s.logger.Error("segment index is corrupt; indexing the log in memory instead", "segment", s.logPath(), "err", err)
-	s.idxMu.Lock()
-	defer s.idxMu.Unlock()
-	if s.fallback == nil {
-		s.fallback = &memIndex{}
-	}
-}
-
-// translate finds the first batch whose last offset is at or above target:
-// the batch that holds target, or the next one after a compaction gap. It
-// reports false when no batch of the segment qualifies.
-func (s *segment) translate(target record.Offset) (record.Position, bool, error) {
+// seek positions sc at the first batch of s whose last offset is at or
+// above target (the batch that holds target, or the next one after a
+// compaction gap): the next sc.Next returns it, read with opts. It walks
+// batch headers from the index entry with a small read, which usually also
+// holds the batch. It reports false, with sc at the segment's end, when no
+// batch qualifies.
+func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.ScanOptions) (bool, error) {
 	start, err := s.indexLookup(target)
 	if err != nil {
-		return 0, false, err
+		return false, err
 	}
 	size := record.Position(s.size.Load())
 	if start > size {
 		start = 0
 	}
-	sc := record.NewScanner(s.log, start, size, record.ScanOptions{HeadersOnly: true, ReadAhead: lookupReadAhead})
+	sc.Reset(s.log, start, size, record.ScanOptions{HeadersOnly: true, ReadAhead: lookupReadAhead})
 	for sc.Next() {
 		if b := sc.Batch(); b.LastOffset() >= target {
-			return b.Pos, true, nil
+			sc.Seek(b.Pos, opts)
+			return true, nil
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return 0, false, record.WithFile(err, s.logPath())
+		return false, record.WithFile(err, s.logPath())
 	}
-	return size, false, nil
+	sc.Seek(size, opts)
+	return false, nil
 }
 
 // findTime returns the first record at or after startOffset whose timestamp
@@ -107,12 +108,11 @@ func (s *segment) findTime(ts int64, startOffset record.Offset) (record.Offset, 
 	if err != nil {
 		return 0, false, err
 	}
-	pos, found, err := s.translate(max(off, startOffset))
+	var sc record.Scanner
+	found, err := s.seek(&sc, max(off, startOffset), record.ScanOptions{ReadAhead: lookupReadAhead, MaxReadAhead: readerMaxReadAhead})
 	if err != nil || !found {
 		return 0, false, err
 	}
-	size := record.Position(s.size.Load())
-	sc := record.NewScanner(s.log, pos, size, record.ScanOptions{})
 	var dec record.Decoder
 	for sc.Next() {
 		b := sc.Batch()

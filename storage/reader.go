@@ -8,19 +8,23 @@ import (
 	"github.com/logfs/logfs/record"
 )
 
+// readerMaxReadAhead bounds how much a Reader reads at a time once it is
+// streaming: its reads start at one index interval and double up to this.
+const readerMaxReadAhead = 1 << 20
+
+var readerScan = record.ScanOptions{ReadAhead: lookupReadAhead, MaxReadAhead: readerMaxReadAhead}
+
 // Reader reads a partition's records in offset order, across segments,
 // from a starting offset. Control records (transaction markers) are
 // skipped. A Reader is used by one goroutine; any number of Readers run
-// alongside the appender.
+// alongside the appender. Seek reuses a Reader's buffers, so a lookup
+// allocates nothing.
 type Reader struct {
 	p    *Partition
 	next record.Offset // records below it are skipped
 
 	seg     *segment // pinned
-	pos     record.Position
 	sc      record.Scanner
-	scEnd   record.Position
-	scValid bool
 	dec     record.Decoder
 	it      record.RecordIter
 	inBatch bool
@@ -31,27 +35,40 @@ type Reader struct {
 // between the log start and end offsets (the end itself is allowed: the
 // reader waits there for new records).
 func (p *Partition) NewReader(from record.Offset) (*Reader, error) {
-	if start, end := p.StartOffset(), p.EndOffset(); from < start || from > end {
-		return nil, fmt.Errorf("%s offset %d (log holds %d to %d): %w", p, from, start, end, ErrOffsetOutOfRange)
+	r := &Reader{p: p}
+	if err := r.Seek(from); err != nil {
+		r.Close()
+		return nil, err
 	}
-	r := &Reader{p: p, next: from}
+	return r, nil
+}
+
+// Seek moves the reader to offset from, with the same rules as NewReader:
+// one binary search over the segments, one over the segment's index, and
+// a walk of batch headers from the entry found.
+func (r *Reader) Seek(from record.Offset) error {
+	if r.closed {
+		return ErrClosed
+	}
+	p := r.p
+	if start, end := p.StartOffset(), p.EndOffset(); from < start || from > end {
+		return fmt.Errorf("%s offset %d (log holds %d to %d): %w", p, from, start, end, ErrOffsetOutOfRange)
+	}
+	r.next, r.inBatch = from, false
 	for {
 		segs := p.segments()
-		i := max(floorSegment(segs, from), 0)
-		s := segs[i]
-		if !s.acquire() {
-			continue // deleted by retention under us; look again
+		s := segs[max(floorSegment(segs, from), 0)]
+		if s != r.seg {
+			if !s.acquire() {
+				continue // deleted by retention under us; look again
+			}
+			if r.seg != nil {
+				r.seg.release()
+			}
+			r.seg = s
 		}
-		pos, found, err := s.translate(from)
-		if err != nil {
-			s.release()
-			return nil, err
-		}
-		if !found {
-			pos = record.Position(s.size.Load())
-		}
-		r.seg, r.pos = s, pos
-		return r, nil
+		_, err := s.seek(&r.sc, from, readerScan)
+		return err
 	}
 }
 
@@ -102,34 +119,26 @@ func (r *Reader) Next() (*record.Record, error) {
 func (r *Reader) nextBatch() (*record.Batch, error) {
 	for {
 		size := record.Position(r.seg.size.Load())
-		if r.pos >= size {
-			next := r.p.segmentAfter(r.seg.base)
-			if next == nil || r.pos < record.Position(r.seg.size.Load()) {
-				if next != nil {
-					continue // the segment grew before it was rolled
-				}
-				return nil, io.EOF
-			}
-			if !next.acquire() {
-				continue
-			}
-			r.seg.release()
-			r.seg, r.pos, r.scValid = next, 0, false
+		r.sc.Extend(size)
+		if r.sc.Next() {
+			return r.sc.Batch(), nil
+		}
+		if err := r.sc.Err(); err != nil {
+			return nil, record.WithFile(err, r.seg.logPath())
+		}
+		next := r.p.segmentAfter(r.seg.base)
+		if next == nil {
+			return nil, io.EOF
+		}
+		if record.Position(r.seg.size.Load()) > size {
+			continue // the segment grew before it was rolled
+		}
+		if !next.acquire() {
 			continue
 		}
-		if !r.scValid || r.scEnd != size {
-			r.sc.Reset(r.seg.log, r.pos, size, record.ScanOptions{})
-			r.scEnd, r.scValid = size, true
-		}
-		if !r.sc.Next() {
-			r.scValid = false
-			if err := r.sc.Err(); err != nil {
-				return nil, record.WithFile(err, r.seg.logPath())
-			}
-			continue
-		}
-		r.pos = r.sc.Pos()
-		return r.sc.Batch(), nil
+		r.seg.release()
+		r.seg = next
+		r.sc.Reset(next.log, 0, record.Position(next.size.Load()), readerScan)
 	}
 }
 
@@ -143,7 +152,9 @@ func (r *Reader) Wait(ctx context.Context) error {
 func (r *Reader) Close() error {
 	if !r.closed {
 		r.closed = true
-		r.seg.release()
+		if r.seg != nil {
+			r.seg.release()
+		}
 	}
 	return nil
 }

@@ -1,0 +1,359 @@
+package storage
+
+import (
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/logfs/logfs/layout"
+	"github.com/logfs/logfs/record"
+)
+
+// The read benchmarks run on a partition of at least -logfs.bench-bytes
+// (2 GiB by default) per record size, built once per process with the
+// package itself in a temp dir and removed when the process exits. Every
+// benchmark reports a ratio against raw file I/O of the same bytes measured
+// in the same run ("x-raw": logfs throughput / raw throughput).
+var benchBytes = flag.Int64("logfs.bench-bytes", 2<<30, "size of the partition the read benchmarks build")
+
+var (
+	benchRoot     string
+	benchRootOnce sync.Once
+	datasets      = map[int]*dataset{}
+	datasetsMu    sync.Mutex
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if benchRoot != "" {
+		os.RemoveAll(benchRoot)
+	}
+	os.Exit(code)
+}
+
+func benchDir(b *testing.B) string {
+	benchRootOnce.Do(func() {
+		d, err := os.MkdirTemp("", "logfs-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchRoot = d
+	})
+	d, err := os.MkdirTemp(benchRoot, "run-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+// benchValue fills v with a value that names its offset.
+func benchValue(v []byte, off int64) {
+	binary.BigEndian.PutUint64(v, uint64(off))
+	for i := 8; i < len(v); i++ {
+		v[i] = byte('a' + (off+int64(i))%26)
+	}
+}
+
+// dataset is a big partition of fixed-size records with timestamps
+// increasing by one millisecond per record.
+type dataset struct {
+	l       *Log
+	p       *Partition
+	records int64
+	size    int
+	ts0     int64
+}
+
+func getDataset(b *testing.B, size int) *dataset {
+	datasetsMu.Lock()
+	defer datasetsMu.Unlock()
+	if d := datasets[size]; d != nil {
+		return d
+	}
+	dir := benchDir(b)
+	l, err := Open(dir, Options{Logger: testLogger(b), RetentionCheckInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	top, err := l.CreateTopic("bench", 1, small("flush.ms=-1", "retention.ms=-1"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, _ := top.Partition(0)
+	d := &dataset{l: l, p: p, size: size, ts0: 1_700_000_000_000}
+	const batch = 64
+	recs := make([]Record, batch)
+	buf := make([]byte, batch*size)
+	start := time.Now()
+	for p.Size() < *benchBytes {
+		for i := range recs {
+			off := d.records + int64(i)
+			v := buf[i*size : (i+1)*size]
+			benchValue(v, off)
+			recs[i] = Record{Timestamp: d.ts0 + off, Value: v}
+		}
+		if _, err := p.Append(recs); err != nil {
+			b.Fatal(err)
+		}
+		d.records += batch
+	}
+	b.Logf("built %d MiB of %d-byte records (%d records, %d segments) in %v", p.Size()>>20, size, d.records, len(p.SegmentBases()), time.Since(start).Round(time.Millisecond))
+	datasets[size] = d
+	return d
+}
+
+var recordSizes = []int{100, 1024}
+
+// rawAppend writes the same batches with write(2) to a plain file: the
+// physical limit for appends. It returns the time taken.
+func rawAppend(b *testing.B, batches [][]byte, n int, sync bool) time.Duration {
+	f, err := os.Create(filepath.Join(benchDir(b), "raw"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if _, err := f.Write(batches[i%len(batches)]); err != nil {
+			b.Fatal(err)
+		}
+		if sync {
+			if err := unix.Fdatasync(int(f.Fd())); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return time.Since(start)
+}
+
+func BenchmarkAppend(b *testing.B) {
+	for _, size := range recordSizes {
+		for _, batch := range []int{1, 64} {
+			for _, sync := range []bool{false, true} {
+				name := fmt.Sprintf("record=%dB/batch=%d/fsync=%v", size, batch, sync)
+				b.Run(name, func(b *testing.B) { benchAppend(b, size, batch, sync) })
+			}
+		}
+	}
+}
+
+func benchAppend(b *testing.B, size, batch int, sync bool) {
+	dir := benchDir(b)
+	defer os.RemoveAll(dir)
+	l, err := Open(dir, Options{Logger: testLogger(b), RetentionCheckInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	top, err := l.CreateTopic("bench", 1, small("flush.ms=-1"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, _ := top.Partition(0)
+	// A few distinct batches, reused: the same bytes go to the raw file.
+	sets := make([][]Record, 8)
+	raws := make([][]byte, len(sets))
+	for s := range sets {
+		sets[s] = make([]Record, batch)
+		var bl record.Builder
+		for i := range sets[s] {
+			v := make([]byte, size)
+			benchValue(v, int64(s*batch+i))
+			sets[s][i] = Record{Timestamp: 1_700_000_000_000, Value: v}
+			bl.Append(1_700_000_000_000, nil, v, nil)
+		}
+		raw, _ := bl.Build()
+		raws[s] = append([]byte(nil), raw...)
+	}
+	b.SetBytes(int64(size * batch))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := p.Append(sets[i%len(sets)]); err != nil {
+			b.Fatal(err)
+		}
+		if sync {
+			if err := p.Sync(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	ours := b.Elapsed()
+	raw := rawAppend(b, raws, b.N, sync)
+	b.ReportMetric(float64(raw)/float64(ours), "x-raw")
+	b.ReportMetric(float64(b.N*batch)/ours.Seconds(), "records/s")
+}
+
+func BenchmarkLookupOffset(b *testing.B) {
+	for _, size := range recordSizes {
+		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
+			d := getDataset(b, size)
+			r, err := d.p.NewReader(0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			rng := rand.New(rand.NewSource(1))
+			targets := make([]record.Offset, 1<<16)
+			for i := range targets {
+				targets[i] = record.Offset(rng.Int63n(d.records))
+			}
+			// Warm the page cache and the indexes.
+			for _, off := range targets[:4096] {
+				if err := r.Seek(off); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := r.Next(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				off := targets[i&(len(targets)-1)]
+				if err := r.Seek(off); err != nil {
+					b.Fatal(err)
+				}
+				rec, err := r.Next()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if rec.Offset != off || int64(binary.BigEndian.Uint64(rec.Value)) != int64(off) {
+					b.Fatalf("lookup %d got offset %d value %x", off, rec.Offset, rec.Value[:8])
+				}
+			}
+			b.StopTimer()
+			ours := b.Elapsed() / time.Duration(b.N)
+			raw := rawLookup(b, d, targets)
+			b.ReportMetric(float64(raw)/float64(ours), "x-raw")
+		})
+	}
+}
+
+// rawLookup is the floor for a lookup: one pread of a record whose position
+// is already known (no index, no search). It returns the time per lookup.
+func rawLookup(b *testing.B, d *dataset, targets []record.Offset) time.Duration {
+	segs := d.p.segments()
+	files := make([]*os.File, len(segs))
+	for i, s := range segs {
+		f, err := os.Open(s.logPath())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		files[i] = f
+	}
+	// Records are fixed-size in 64-record batches of one size: compute
+	// positions instead of searching.
+	seg0 := segs[0]
+	sc := record.NewScanner(seg0.log, 0, record.Position(seg0.size.Load()), record.ScanOptions{HeadersOnly: true})
+	sc.Next()
+	batchSize := sc.Batch().Size()
+	buf := make([]byte, d.size)
+	start := time.Now()
+	for _, off := range targets {
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].base > off }) - 1
+		rel := int64(off - segs[i].base)
+		pos := rel/64*batchSize + record.HeaderSize + (rel%64)*(batchSize-record.HeaderSize)/64
+		if _, err := files[i].ReadAt(buf, pos); err != nil && err != io.EOF {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(start) / time.Duration(len(targets))
+}
+
+func BenchmarkLookupTime(b *testing.B) {
+	for _, size := range recordSizes {
+		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
+			d := getDataset(b, size)
+			rng := rand.New(rand.NewSource(2))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				off := rng.Int63n(d.records)
+				got, err := d.p.OffsetForTime(d.ts0 + off)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if int64(got) != off {
+					b.Fatalf("time %d: got offset %d, want %d", d.ts0+off, got, off)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkSequentialRead(b *testing.B) {
+	for _, size := range recordSizes {
+		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
+			d := getDataset(b, size)
+			b.SetBytes(d.p.Size())
+			rawBytes, raw := rawRead(b, d)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				r, err := d.p.NewReader(0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var n int64
+				for {
+					rec, err := r.Next()
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += int64(len(rec.Value))
+				}
+				r.Close()
+				if n != d.records*int64(d.size) {
+					b.Fatalf("read %d value bytes, want %d", n, d.records*int64(d.size))
+				}
+			}
+			b.StopTimer()
+			ours := float64(d.p.Size()) * float64(b.N) / b.Elapsed().Seconds()
+			b.ReportMetric(ours/(float64(rawBytes)/raw.Seconds()), "x-raw")
+		})
+	}
+}
+
+// rawRead reads the dataset's .log files with read(2) in 1 MiB chunks: the
+// physical limit for a sequential read.
+func rawRead(b *testing.B, d *dataset) (int64, time.Duration) {
+	buf := make([]byte, 1<<20)
+	var n int64
+	start := time.Now()
+	for _, s := range d.p.segments() {
+		f, err := os.Open(filepath.Join(d.p.Dir(), layout.SegmentFileName(s.base, layout.LogSuffix)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			k, err := f.Read(buf)
+			n += int64(k)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		f.Close()
+	}
+	return n, time.Since(start)
+}
