@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/logfs/logfs/layout"
+	"github.com/logfs/logfs/storage"
+)
+
+func init() { addCommand(newCheckCommand) }
+
+func newCheckCommand() *cobra.Command {
+	var (
+		dir    string
+		repair bool
+		debug  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "check [--repair] [--data DIR]",
+		Short: "Verify a data directory offline, and repair it on request",
+		Long: `Verify every partition of a data directory: every batch (sizes, CRC-32C,
+offsets, records), every offset and time index entry against the log, the view
+indexes, and the log start and end offsets. check only reads: it changes
+nothing and reports what the next writable open would cut (a torn tail after
+a crash is normal: opening the log cuts it).
+
+--repair opens the directory writable and recovers every segment as after a
+crash: each log is cut at its first invalid byte, the segments after a cut
+are dropped, every index is rebuilt. It says what it cut, then verifies the
+result. Run it with no mount on the directory.
+
+The exit status is 0 when everything checks out (after --repair: when the
+repaired directory does), 1 otherwise.`,
+		Example: `  logfs check --data /srv/logfs
+  logfs check --repair --data /srv/logfs`,
+		Args: args(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// What recovery finds is part of the report: its log goes to
+			// stdout with the findings.
+			opts := storage.Options{ReadOnly: !repair, ForceRecovery: repair, Logger: newLogger(cmd.OutOrStdout(), slog.LevelWarn, debug, false)}
+			l, err := openLog(dir, opts)
+			if err != nil {
+				return err
+			}
+			problems := checkLog(cmd.OutOrStdout(), l, repair)
+			if err := closeLog(l, nil); err != nil {
+				return err
+			}
+			if problems > 0 {
+				hint := "; logfs check --repair cuts each log at its first invalid byte"
+				if repair {
+					hint = ""
+				}
+				return fmt.Errorf("%d problem%s in %s (listed above)%s", problems, plural(problems), dir, hint)
+			}
+			return nil
+		},
+	}
+	addDataFlag(cmd, &dir)
+	addDebugFlag(cmd, &debug)
+	cmd.Flags().BoolVar(&repair, "repair", false, "cut every log at its first invalid byte and rebuild the indexes")
+	return cmd
+}
+
+// checkLog reports what opening l found in each partition and what Check
+// finds now, and returns the number of problems.
+func checkLog(w io.Writer, l *storage.Log, repaired bool) int {
+	problems := 0
+	partitions := 0
+	var bytes int64
+	for _, name := range l.Topics() {
+		t, err := l.Topic(name)
+		if err != nil {
+			continue
+		}
+		for _, p := range t.Partitions() {
+			partitions++
+			bytes += p.Size()
+			r := p.Recovery()
+			if r.CutBytes > 0 || len(r.Dropped) > 0 {
+				cut, drop := "would cut", "drop"
+				if repaired {
+					cut, drop = "cut", "dropped"
+				}
+				msg := fmt.Sprintf("%s: recovery %s %d invalid bytes", layout.PartitionDirName(name, p.ID()), cut, r.CutBytes)
+				if len(r.Dropped) > 0 {
+					n := len(r.Dropped)
+					msg += fmt.Sprintf(" and %s %d later segment%s (base offset%s %s)", drop, n, plural(n), plural(n), offsets(r.Dropped))
+				}
+				fmt.Fprintln(w, msg)
+				if !repaired {
+					problems++
+				}
+			}
+		}
+	}
+	if err := l.Check(); err != nil {
+		for _, e := range unjoin(err) {
+			fmt.Fprintf(w, "%s\n", oneLine(e))
+			problems++
+		}
+	}
+	if problems == 0 {
+		fmt.Fprintf(w, "%s: %d topic%s, %d partition%s, %d bytes of log: OK\n", l.Dir(), len(l.Topics()), plural(len(l.Topics())), partitions, plural(partitions), bytes)
+	}
+	return problems
+}
+
+func offsets[T ~int64](s []T) string {
+	parts := make([]string, len(s))
+	for i, v := range s {
+		parts[i] = fmt.Sprint(int64(v))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// unjoin splits errors.Join trees into their leaves.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			if e != nil {
+				out = append(out, unjoin(e)...)
+			}
+		}
+		return out
+	}
+	return []error{err}
+}

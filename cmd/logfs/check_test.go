@@ -1,0 +1,101 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/logfs/logfs/internal/fixtures"
+)
+
+func TestCheckClean(t *testing.T) {
+	dir := setupConsume(t)
+	out := ok(t, dir, "", "check")
+	require.Contains(t, out, "./logfs-data: 1 topic, 1 partition, ")
+	require.Contains(t, out, ": OK")
+	out = ok(t, dir, "", "check", "--repair", "--data", "./logfs-data")
+	require.Contains(t, out, ": OK")
+}
+
+// TestCheckFixtures checks every data directory a Kafka broker wrote,
+// read-only.
+func TestCheckFixtures(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range fixtures.DataDirs(t) {
+		t.Run(d.Set, func(t *testing.T) {
+			require.Contains(t, ok(t, dir, "", "check", "--data", d.Path), ": OK")
+		})
+	}
+}
+
+func TestCheckTornTail(t *testing.T) {
+	dir := setupConsume(t)
+	logs, err := filepath.Glob(filepath.Join(dir, "logfs-data", "orders-0", "*.log"))
+	require.NoError(t, err)
+	last := logs[len(logs)-1]
+	f, err := os.OpenFile(last, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("half a batch")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	// A crash leaves no clean-shutdown marker.
+	require.NoError(t, os.Remove(filepath.Join(dir, "logfs-data", ".kafka_cleanshutdown")))
+
+	r := logfs(t, dir, "", "check")
+	requireOneLineError(t, r, exitFailure, "1 problem in ./logfs-data (listed above); logfs check --repair")
+	require.Contains(t, r.stdout, "orders-0: recovery would cut 12 invalid bytes")
+	st, err := os.Stat(last)
+	require.NoError(t, err)
+	require.Equal(t, "half a batch", tail(t, last, 12), "check must not change anything (size %d)", st.Size())
+
+	out := ok(t, dir, "", "check", "--repair")
+	require.Contains(t, out, "orders-0: recovery cut 12 invalid bytes")
+	require.Contains(t, out, ": OK")
+	require.FileExists(t, filepath.Join(dir, "logfs-data", ".kafka_cleanshutdown"))
+	require.Contains(t, ok(t, dir, "", "check"), ": OK")
+	require.Equal(t, viewBytes(t, filepath.Join(dir, "logfs-data"), "orders", 0, 0, 0), ok(t, dir, "", "consume", "--offset", "0", "orders", "0"))
+}
+
+// TestCheckCorruptMiddle damages a batch of the second of several segments:
+// check names it; --repair cuts there and drops the later segments.
+func TestCheckCorruptMiddle(t *testing.T) {
+	dir := setupConsume(t)
+	logs, err := filepath.Glob(filepath.Join(dir, "logfs-data", "orders-0", "*.log"))
+	require.NoError(t, err)
+	require.Greater(t, len(logs), 2)
+	b, err := os.ReadFile(logs[1])
+	require.NoError(t, err)
+	b[len(b)-5] ^= 0xff // inside the last batch's records: its CRC fails
+	require.NoError(t, os.WriteFile(logs[1], b, 0o644))
+
+	r := logfs(t, dir, "", "check")
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stdout, filepath.Base(logs[1]))
+	require.Contains(t, r.stdout, "crc is")
+	requireOneLineError(t, r, exitFailure, "in ./logfs-data (listed above)")
+
+	out := ok(t, dir, "", "check", "--repair")
+	require.Regexp(t, `orders-0: recovery cut \d+ invalid bytes and dropped \d+ later segments? \(base offsets? \d+(, \d+)*\)`, out)
+	require.Contains(t, out, ": OK")
+	got := ok(t, dir, "", "consume", "--offset", "earliest", "orders", "0")
+	require.True(t, strings.HasPrefix(got, "value 0\nvalue 1\n"))
+	require.Less(t, strings.Count(got, "\n"), 200)
+}
+
+func TestCheckErrors(t *testing.T) {
+	dir := t.TempDir()
+	fails(t, dir, exitFailure, "data directory ./logfs-data does not exist", "check")
+	fails(t, dir, exitUsage, `unexpected argument "./logfs-data"`, "check", "./logfs-data")
+	fails(t, dir, exitUsage, "unknown flag: --fix", "check", "--fix")
+}
+
+// tail returns the last n bytes of a file.
+func tail(t *testing.T, path string, n int) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b[len(b)-n:])
+}

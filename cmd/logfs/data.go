@@ -1,0 +1,127 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/logfs/logfs/layout"
+	"github.com/logfs/logfs/storage"
+	"github.com/logfs/logfs/vfs"
+)
+
+// defaultDataDir is where the data directory is when --data is not given.
+const defaultDataDir = "./logfs-data"
+
+// addDataFlag adds --data to a command.
+func addDataFlag(cmd *cobra.Command, dir *string) {
+	cmd.Flags().StringVar(dir, "data", defaultDataDir, "data directory (created on first use)")
+}
+
+// addDebugFlag adds --debug to a command.
+func addDebugFlag(cmd *cobra.Command, debug *bool) {
+	cmd.Flags().BoolVar(debug, "debug", false, "log debug messages on stderr")
+}
+
+// newLogger logs to w from level on (Debug with --debug). Offline commands
+// drop the time: their runs are short and the lines are read by people.
+func newLogger(w io.Writer, level slog.Level, debug, withTime bool) *slog.Logger {
+	if debug {
+		level = slog.LevelDebug
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if !withTime {
+		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// openLog opens the data directory for a command. A read-only open changes
+// nothing, takes no lock and so works beside a running mount; it needs the
+// directory to exist. A writable open creates it and fails while another
+// process has it open for writing.
+func openLog(dir string, o storage.Options) (*storage.Log, error) {
+	if o.ReadOnly {
+		st, err := os.Stat(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("data directory %s does not exist (create a topic first, or give --data)", dir)
+		} else if err != nil {
+			return nil, err
+		} else if !st.IsDir() {
+			return nil, fmt.Errorf("data directory %s is not a directory", dir)
+		}
+	}
+	if o.RetentionCheckInterval == 0 && !o.ReadOnly {
+		// Offline commands run for moments; retention is the mount's job.
+		o.RetentionCheckInterval = -1
+	}
+	l, err := storage.Open(dir, o)
+	if errors.Is(err, vfs.ErrLocked) {
+		return nil, fmt.Errorf("data directory %s is in use by another process (a running logfs mount?): write through the mount or stop it first", dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open data directory %s: %w", dir, err)
+	}
+	return l, nil
+}
+
+// closeLog closes l and joins its error to err: a failed close must fail
+// the command, since the clean-shutdown marker was not written.
+func closeLog(l *storage.Log, err error) error {
+	if cerr := l.Close(); cerr != nil {
+		return errors.Join(err, fmt.Errorf("close data directory %s: %w", l.Dir(), cerr))
+	}
+	return err
+}
+
+// checkTopic validates a topic name from the command line.
+func checkTopic(name string) error {
+	if err := layout.ValidateTopic(name); err != nil {
+		return usageErrorf("invalid topic name %q: a topic name is 1 to 249 characters from a-z A-Z 0-9 . _ - and not \".\" or \"..\"", name)
+	}
+	return nil
+}
+
+// parsePartition reads a partition number from the command line.
+func parsePartition(s string) (int, error) {
+	id, err := layout.ParsePartition(s)
+	if err != nil {
+		return 0, usageErrorf("invalid partition %q: want a number such as 0", s)
+	}
+	return id, nil
+}
+
+// findPartition returns a partition, saying which part does not exist.
+func findPartition(l *storage.Log, topic string, id int) (*storage.Partition, error) {
+	t, err := l.Topic(topic)
+	if err != nil {
+		return nil, fmt.Errorf("no topic %q in %s (logfs topic list shows the topics)", topic, l.Dir())
+	}
+	p, err := t.Partition(id)
+	if err != nil {
+		return nil, fmt.Errorf("topic %q has no partition %d (it has %s)", topic, id, partitionList(t))
+	}
+	return p, nil
+}
+
+func partitionList(t *storage.Topic) string {
+	ps := t.Partitions()
+	switch len(ps) {
+	case 0:
+		return "none"
+	case 1:
+		return "only partition " + strconv.Itoa(ps[0].ID())
+	}
+	return fmt.Sprintf("partitions %d to %d", ps[0].ID(), ps[len(ps)-1].ID())
+}
