@@ -24,17 +24,25 @@ type PartitionOptions struct {
 	// Clean says the data directory was shut down cleanly: the files are
 	// trusted and no log data is read.
 	Clean bool
+	// Force scans every segment, as after a crash with no recovery point,
+	// cutting at the first invalid batch (`logfs check --repair`). The
+	// recovery point is still used to tell a hole from a gap that Kafka's
+	// compaction left (see the package documentation).
+	Force bool
 	// RecoveryPoint is the partition's entry in the recovery-point
 	// checkpoint, or -1 when it has none. After an unclean shutdown every
-	// segment from the one holding it to the end is scanned; after a clean
-	// one it is the log end offset.
+	// segment from the one holding it to the end is scanned.
 	RecoveryPoint record.Offset
 	// LogStart is the partition's entry in the log-start checkpoint, or -1.
 	LogStart record.Offset
-	// ReadOnly loads without changing anything: leftovers stay, torn tails
-	// are reported and skipped rather than cut, indexes are not rebuilt.
+	// ReadOnly loads without changing anything: leftovers stay, invalid
+	// tails are reported and hidden rather than cut, indexes are not
+	// rebuilt. The report says what a writable load would do.
 	ReadOnly bool
 	Logger   *slog.Logger
+	// Progress, if not nil, is called with the .log bytes of each segment
+	// as loading passes it, scanned or not (LoadAll's progress report).
+	Progress func(bytes int64)
 }
 
 // Segment is a segment of a loaded partition.
@@ -53,108 +61,213 @@ type Segment struct {
 
 // PartitionState is a loaded partition.
 type PartitionState struct {
-	Segments       []Segment // sorted by base offset, never empty
-	LogStart       record.Offset
-	NextOffset     record.Offset // the log end offset
-	RecoveryPoint  record.Offset // offsets below it are known durable
-	TruncatedBytes int64         // cut (or, read-only, skipped) by recovery
-	Dropped        []record.Offset
-	ScannedBytes   int64
+	Segments      []Segment // sorted by base offset, never empty
+	LogStart      record.Offset
+	NextOffset    record.Offset // the log end offset
+	RecoveryPoint record.Offset // offsets below it are known durable
+	Report        PartitionReport
+
+	// Totals of Report, kept for storage.Partition.Recovery.
+	ScannedBytes   int64           // .log bytes whose batches were checked
+	TruncatedBytes int64           // cut (or, read-only, hidden) from scanned segments
+	Dropped        []record.Offset // bases of the segments dropped after a cut or a hole
 }
 
 // LoadPartition brings a partition folder to a consistent state, following
-// Kafka's LogLoader with its known bugs designed out:
-//
-//  1. leftovers: *.deleted and *.cleaned files are removed, *.swap files
-//     from an interrupted swap are completed or discarded, index files with
-//     no .log are removed;
-//  2. after an unclean shutdown, every segment from the one holding the
-//     recovery point to the end is recovered (RecoverSegment): cut at the
-//     first invalid byte, indexes rebuilt; a cut drops every later segment;
-//  3. a segment below the recovery point, or any after a clean shutdown,
-//     is trusted, but one whose index files are missing is recovered too;
-//  4. a partition left with no segment gets an empty one at its log start.
+// Kafka's LogLoader with its known bugs designed out. See the package
+// documentation for the steps and for what each kind of damage leads to.
 func LoadPartition(o PartitionOptions) (*PartitionState, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	files, err := listSegmentFiles(o)
-	if err != nil {
+	l := &loader{o: o, st: &PartitionState{}}
+	l.rep = &l.st.Report
+	l.rep.Dir = o.Dir
+	if err := l.load(); err != nil {
 		return nil, err
 	}
-	st := &PartitionState{}
-	bases := files.bases()
-	if len(bases) == 0 {
-		return emptyPartition(o, st)
-	}
-	recoverFrom := record.Offset(math.MaxInt64)
-	if !o.Clean {
-		recoverFrom = bases[0]
-		if o.RecoveryPoint >= 0 {
-			if i := sort.Search(len(bases), func(i int) bool { return bases[i] > o.RecoveryPoint }); i > 0 {
-				recoverFrom = bases[i-1]
-			}
-		}
-	}
-	for i, base := range bases {
-		f := files.segs[base]
-		needIndex := !f.hasIndex || !f.hasTimeIndex
-		if base < recoverFrom && !needIndex {
-			st.Segments = append(st.Segments, Segment{Base: base, Size: f.size})
-			continue
-		}
-		if base < recoverFrom && o.ReadOnly {
-			st.Segments = append(st.Segments, Segment{Base: base, Size: f.size, IndexMissing: true})
-			continue
-		}
-		res, err := RecoverSegment(o.FS, o.Dir, base, o.IndexConfig, o.ReadOnly)
-		if err != nil {
-			return nil, fmt.Errorf("recover %s: %w", layout.SegmentPath(o.Dir, base, layout.LogSuffix), err)
-		}
-		st.ScannedBytes += int64(f.size)
-		st.Segments = append(st.Segments, Segment{Base: base, Size: res.ValidBytes, Recovered: true, IndexMissing: o.ReadOnly})
-		if res.Reason != nil {
-			o.Logger.Warn("recovery cut a segment at its first invalid byte", "segment", layout.SegmentPath(o.Dir, base, layout.LogSuffix),
-				"valid_bytes", res.ValidBytes, "cut_bytes", res.Truncated, "reason", res.Reason, "read_only", o.ReadOnly)
-		}
-		st.TruncatedBytes += res.Truncated
-		if i == len(bases)-1 {
-			st.NextOffset = res.NextOffset
-		}
-		if res.Truncated > 0 && i < len(bases)-1 {
-			st.NextOffset = res.NextOffset
-			if err := dropSegments(o, files, bases[i+1:], st); err != nil {
-				return nil, err
-			}
-			break
-		}
-	}
-	last := st.Segments[len(st.Segments)-1]
-	if !last.Recovered {
-		if st.NextOffset, err = nextOffset(o, last); err != nil {
-			return nil, err
-		}
-	}
-	st.LogStart = max(o.LogStart, st.Segments[0].Base)
-	if st.LogStart > st.NextOffset {
-		st.LogStart = st.NextOffset
-	}
-	st.RecoveryPoint = st.NextOffset
-	if !o.Clean && o.RecoveryPoint >= 0 {
-		st.RecoveryPoint = min(o.RecoveryPoint, st.NextOffset)
-	} else if !o.Clean {
-		st.RecoveryPoint = st.Segments[0].Base
-	}
-	return st, nil
+	return l.st, nil
 }
 
-// nextOffset finds the log end offset of a segment that was not scanned:
-// the recovery point after a clean shutdown, else a walk of the batch
-// headers from the last offset-index entry, as Kafka's readNextOffset.
-func nextOffset(o PartitionOptions, last Segment) (record.Offset, error) {
-	if o.Clean && o.RecoveryPoint >= last.Base {
-		return o.RecoveryPoint, nil
+// loader is one run of LoadPartition.
+type loader struct {
+	o   PartitionOptions
+	st  *PartitionState
+	rep *PartitionReport
+	// anomaly says the listing found signs that segments went missing or
+	// were replaced (orphan index files, swaps): a clean load then reads
+	// the last segment instead of trusting the recovery point.
+	anomaly bool
+	// dirty says entries of the folder changed and need a SyncDir.
+	dirty bool
+}
+
+func (l *loader) load() error {
+	o := l.o
+	files, err := l.list()
+	if err != nil {
+		return err
 	}
+	bases := files.bases()
+	if len(bases) == 0 {
+		return l.empty()
+	}
+	recoverFrom := l.recoverFrom(bases)
+	var prev *SegmentResult // the previous segment, when it was scanned
+	for i, base := range bases {
+		f := files.segs[base]
+		logPath := layout.SegmentPath(o.Dir, base, layout.LogSuffix)
+		if base < recoverFrom {
+			if err := l.trusted(base, f); err != nil {
+				return err
+			}
+			prev = nil
+			continue
+		}
+		if prev != nil {
+			if why := l.hole(prev.NextOffset, base); why != "" {
+				if err := l.drop(files, bases[i:], why); err != nil {
+					return err
+				}
+				break
+			}
+		}
+		dropLater := func(res *SegmentResult) error {
+			l.rep.Cuts = append(l.rep.Cuts, Cut{File: logPath, Base: base, At: res.ValidBytes, Bytes: res.Truncated, Reason: reasonOf(res.Reason)})
+			o.Logger.Warn("recovery cut a segment at its first invalid byte", "segment", logPath,
+				"valid_bytes", res.ValidBytes, "cut_bytes", res.Truncated, "reason", res.Reason, "read_only", o.ReadOnly)
+			if i == len(bases)-1 {
+				return nil
+			}
+			return l.drop(files, bases[i+1:], fmt.Sprintf("follows the cut in %s", filepath.Base(logPath)))
+		}
+		res, err := recoverSegment(o.FS, o.Dir, base, o.IndexConfig, o.ReadOnly, dropLater)
+		if err != nil {
+			return fmt.Errorf("recover %s: %w", logPath, err)
+		}
+		l.progress(f.size)
+		l.dirty = l.dirty || !o.ReadOnly // new index files
+		l.rep.ScannedSegments++
+		l.rep.ScannedBytes += int64(f.size)
+		l.st.Segments = append(l.st.Segments, Segment{Base: base, Size: res.ValidBytes, Recovered: true, IndexMissing: o.ReadOnly})
+		l.st.NextOffset = res.NextOffset
+		if res.Truncated > 0 {
+			break // dropLater removed the rest
+		}
+		prev = &res
+	}
+	if last := l.st.Segments[len(l.st.Segments)-1]; !last.Recovered {
+		if err := l.lastSegmentEnd(last); err != nil {
+			return err
+		}
+	}
+	l.finishOffsets()
+	if l.dirty && !o.ReadOnly {
+		if err := o.FS.SyncDir(o.Dir); err != nil {
+			return err
+		}
+	}
+	l.rep.LogStart, l.rep.LogEnd, l.rep.RecoveryPoint = l.st.LogStart, l.st.NextOffset, l.st.RecoveryPoint
+	l.rep.Segments = len(l.st.Segments)
+	l.st.ScannedBytes = l.rep.ScannedBytes
+	for _, c := range l.rep.Cuts {
+		l.st.TruncatedBytes += c.Bytes
+	}
+	for _, d := range l.rep.Dropped {
+		l.st.Dropped = append(l.st.Dropped, d.Base)
+	}
+	return nil
+}
+
+// recoverFrom returns the base of the first segment to scan: none after a
+// clean shutdown, all when forced, else the one holding the recovery point
+// (the first when there is none).
+func (l *loader) recoverFrom(bases []record.Offset) record.Offset {
+	switch {
+	case l.o.Force:
+		return bases[0]
+	case l.o.Clean:
+		return math.MaxInt64
+	case l.o.RecoveryPoint < 0:
+		return bases[0]
+	}
+	i := sort.Search(len(bases), func(i int) bool { return bases[i] > l.o.RecoveryPoint })
+	return bases[max(i-1, 0)]
+}
+
+// hole says why a scanned segment that ended at prevNext cannot be followed
+// by a segment starting at base, or "". Segments overlap only by
+// corruption. A gap is a hole when the recovery point does not vouch for
+// the offsets before it: a crash lost the end of a segment whose successor
+// survived. Kafka's compaction can leave gaps between segments too, but only
+// in flushed segments, below the recovery point.
+func (l *loader) hole(prevNext, base record.Offset) string {
+	switch {
+	case base < prevNext:
+		return fmt.Sprintf("its base offset %d is below %d, where the previous segment ends", base, prevNext)
+	case base > prevNext && prevNext >= l.o.RecoveryPoint:
+		return fmt.Sprintf("offsets %d to %d before it are missing and were not known durable", prevNext, base-1)
+	}
+	return ""
+}
+
+// trusted adds a segment below the recovery point, which is not scanned.
+// Its indexes are checked on first use by storage; missing ones are
+// rebuilt now from the batch headers (on a writable load).
+func (l *loader) trusted(base record.Offset, f *segmentFile) error {
+	o := l.o
+	defer l.progress(f.size)
+	seg := Segment{Base: base, Size: f.size}
+	if f.hasIndex && f.hasTimeIndex {
+		l.st.Segments = append(l.st.Segments, seg)
+		return nil
+	}
+	logPath := layout.SegmentPath(o.Dir, base, layout.LogSuffix)
+	l.rep.Rebuilt = append(l.rep.Rebuilt, logPath)
+	if o.ReadOnly {
+		seg.IndexMissing = true
+		l.st.Segments = append(l.st.Segments, seg)
+		return nil
+	}
+	o.Logger.Warn("segment index files missing; rebuilding them from the log", "segment", logPath)
+	res, err := RebuildIndexes(o.FS, o.Dir, base, f.size, o.IndexConfig)
+	if err != nil {
+		return fmt.Errorf("rebuild indexes of %s: %w", logPath, err)
+	}
+	l.dirty = true
+	if res.Reason != nil {
+		l.corrupt(res.Reason)
+	}
+	l.st.Segments = append(l.st.Segments, seg)
+	return nil
+}
+
+// corrupt reports an invalid batch left in place.
+func (l *loader) corrupt(reason error) {
+	c := Corruption{Reason: reasonOf(reason)}
+	var ce *record.CorruptError
+	if errors.As(reason, &ce) {
+		c.File, c.At = ce.File, ce.Pos
+	}
+	l.rep.Corrupt = append(l.rep.Corrupt, c)
+	l.o.Logger.Error("corrupt batch below the recovery point; reads that reach it fail; `logfs check --repair` cuts it",
+		"segment", c.File, "position", c.At, "reason", c.Reason)
+}
+
+// lastSegmentEnd finds the log end offset when the last segment was not
+// scanned: the recovery point after a clean shutdown, when it is consistent
+// with the listing; else a walk of the batch headers from the last
+// offset-index entry, as Kafka's readNextOffset. On a writable load a walk
+// that meets an invalid batch recovers the segment instead, so that appends
+// never land after garbage.
+func (l *loader) lastSegmentEnd(last Segment) error {
+	o := l.o
+	rp := o.RecoveryPoint
+	if o.Clean && !o.Force && !l.anomaly && rp >= last.Base && (last.Size == 0) == (rp == last.Base) {
+		l.st.NextOffset = rp
+		return nil
+	}
+	logPath := layout.SegmentPath(o.Dir, last.Base, layout.LogSuffix)
 	start := record.Position(0)
 	if !last.IndexMissing {
 		idx, err := index.OpenOffsetIndex(layout.SegmentPath(o.Dir, last.Base, layout.IndexSuffix), last.Base, index.Options{LogSize: last.Size})
@@ -165,60 +278,119 @@ func nextOffset(o PartitionOptions, last Segment) (record.Offset, error) {
 			idx.Close()
 		}
 	}
-	logPath := layout.SegmentPath(o.Dir, last.Base, layout.LogSuffix)
 	f, err := o.FS.OpenFile(logPath, os.O_RDONLY, 0)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer f.Close()
-	next := last.Base
+	next, pos := last.Base, start
 	sc := record.NewScanner(f, start, last.Size, record.ScanOptions{HeadersOnly: true})
 	for sc.Next() {
-		next = sc.Batch().NextOffset()
+		next, pos = sc.Batch().NextOffset(), sc.Pos()
 	}
-	if err := sc.Err(); err != nil {
-		return 0, record.WithFile(err, logPath)
+	f.Close()
+	scanErr := sc.Err()
+	var ce *record.CorruptError
+	if scanErr != nil && !errors.As(scanErr, &ce) {
+		return fmt.Errorf("read %s: %w", logPath, scanErr)
 	}
-	return next, nil
+	if scanErr == nil {
+		l.st.NextOffset = next
+		return nil
+	}
+	// The active segment ends in bytes that are not a batch.
+	l.st.Segments = l.st.Segments[:len(l.st.Segments)-1]
+	if o.ReadOnly {
+		l.rep.Cuts = append(l.rep.Cuts, Cut{File: logPath, Base: last.Base, At: pos, Bytes: int64(last.Size - pos), Reason: reasonOf(record.WithFile(scanErr, logPath))})
+		l.st.Segments = append(l.st.Segments, Segment{Base: last.Base, Size: pos, IndexMissing: last.IndexMissing})
+		l.st.NextOffset = next
+		return nil
+	}
+	res, err := recoverSegment(o.FS, o.Dir, last.Base, o.IndexConfig, false, func(res *SegmentResult) error {
+		l.rep.Cuts = append(l.rep.Cuts, Cut{File: logPath, Base: last.Base, At: res.ValidBytes, Bytes: res.Truncated, Reason: reasonOf(res.Reason)})
+		o.Logger.Warn("recovery cut the active segment at its first invalid byte", "segment", logPath,
+			"valid_bytes", res.ValidBytes, "cut_bytes", res.Truncated, "reason", res.Reason)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("recover %s: %w", logPath, err)
+	}
+	l.dirty = true
+	l.rep.ScannedSegments++
+	l.rep.ScannedBytes += int64(last.Size)
+	l.st.Segments = append(l.st.Segments, Segment{Base: last.Base, Size: res.ValidBytes, Recovered: true})
+	l.st.NextOffset = res.NextOffset
+	return nil
 }
 
-// emptyPartition gives a partition with no segment an empty one at its log
-// start (or recovery point), as Kafka does.
-func emptyPartition(o PartitionOptions, st *PartitionState) (*PartitionState, error) {
+// finishOffsets sets the log start offset and the recovery point.
+func (l *loader) finishOffsets() {
+	o, st := l.o, l.st
+	st.LogStart = min(max(o.LogStart, st.Segments[0].Base), st.NextOffset)
+	switch {
+	case o.Clean && !o.Force:
+		st.RecoveryPoint = st.NextOffset
+	case o.RecoveryPoint >= 0:
+		st.RecoveryPoint = min(o.RecoveryPoint, st.NextOffset)
+	default:
+		st.RecoveryPoint = st.Segments[0].Base
+	}
+	if o.RecoveryPoint > st.NextOffset {
+		w := fmt.Sprintf("the recovery point %d is beyond the log end %d: data the checkpoint called durable is gone", o.RecoveryPoint, st.NextOffset)
+		l.rep.Warnings = append(l.rep.Warnings, w)
+		o.Logger.Warn("recovery point beyond the log end", "dir", o.Dir, "recovery_point", o.RecoveryPoint, "log_end", st.NextOffset)
+	}
+}
+
+// empty gives a partition with no segment an empty one at its log start
+// (or recovery point), as Kafka does.
+func (l *loader) empty() error {
+	o, st := l.o, l.st
 	base := max(o.LogStart, o.RecoveryPoint, 0)
+	logPath := layout.SegmentPath(o.Dir, base, layout.LogSuffix)
+	l.rep.Created = logPath
 	if !o.ReadOnly {
+		o.Logger.Info("partition has no segment; creating an empty one", "segment", logPath)
+		f, err := o.FS.OpenFile(logPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		if err := errors.Join(f.Sync(), f.Close()); err != nil {
+			return err
+		}
 		b, err := newIndexBuilder(o.Dir, base, o.IndexConfig)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		err = b.finish()
-		b.close()
+		b.abort()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		f, err := o.FS.OpenFile(layout.SegmentPath(o.Dir, base, layout.LogSuffix), os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			return nil, err
-		}
-		if err := errors.Join(f.Sync(), f.Close(), o.FS.SyncDir(o.Dir)); err != nil {
-			return nil, err
+		if err := o.FS.SyncDir(o.Dir); err != nil {
+			return err
 		}
 	}
 	st.Segments = []Segment{{Base: base, IndexMissing: o.ReadOnly}}
 	st.LogStart, st.NextOffset, st.RecoveryPoint = base, base, base
-	return st, nil
+	l.rep.LogStart, l.rep.LogEnd, l.rep.RecoveryPoint, l.rep.Segments = base, base, base, 1
+	return nil
 }
 
-// dropSegments removes segments that follow a cut: what they hold cannot be
-// reached without passing the hole.
-func dropSegments(o PartitionOptions, files *segmentFiles, bases []record.Offset, st *PartitionState) error {
+// drop removes segments that follow a cut or a hole: what they hold cannot
+// be reached without passing it. The removal is made durable before the
+// caller cuts anything.
+func (l *loader) drop(files *segmentFiles, bases []record.Offset, why string) error {
+	o := l.o
 	for _, base := range bases {
-		st.Dropped = append(st.Dropped, base)
-		o.Logger.Warn("recovery dropped a segment after a cut", "segment", layout.SegmentPath(o.Dir, base, layout.LogSuffix), "read_only", o.ReadOnly)
+		f := files.segs[base]
+		logPath := layout.SegmentPath(o.Dir, base, layout.LogSuffix)
+		l.rep.Dropped = append(l.rep.Dropped, Dropped{File: logPath, Base: base, Bytes: int64(f.size), Why: why})
+		o.Logger.Warn("recovery dropped a segment", "segment", logPath, "bytes", f.size, "why", why, "read_only", o.ReadOnly)
+		l.progress(f.size)
 		if o.ReadOnly {
 			continue
 		}
-		for _, name := range files.segs[base].names {
+		for _, name := range f.names {
 			if err := o.FS.Remove(filepath.Join(o.Dir, name)); err != nil && !isNotExist(err) {
 				return err
 			}
@@ -230,16 +402,35 @@ func dropSegments(o PartitionOptions, files *segmentFiles, bases []record.Offset
 	return o.FS.SyncDir(o.Dir)
 }
 
+func (l *loader) progress(n record.Position) {
+	if l.o.Progress != nil {
+		l.o.Progress(int64(n))
+	}
+}
+
+// reasonOf renders why a scan stopped, without the file name the report
+// already carries.
+func reasonOf(err error) string {
+	var ce *record.CorruptError
+	if errors.As(err, &ce) {
+		return fmt.Sprintf("%v at position %d: %s", ce.Err, ce.Pos, ce.Reason)
+	}
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
 // segmentFiles is what a partition folder holds, by base offset.
 type segmentFiles struct {
 	segs map[record.Offset]*segmentFile
 }
 
 type segmentFile struct {
-	size         record.Position
+	size         record.Position // of the .log; -1 when there is none
 	hasIndex     bool
 	hasTimeIndex bool
-	names        []string // every file of the segment
+	names        []string // the segment's own files (.log and derived), not producer snapshots
 }
 
 func (f *segmentFiles) bases() []record.Offset {
@@ -253,42 +444,31 @@ func (f *segmentFiles) bases() []record.Offset {
 	return out
 }
 
-// listSegmentFiles lists the folder and handles the leftovers of deletes,
-// cleanings and swaps (Kafka's removeTempFilesAndCollectSwapFiles and
-// completion of swaps), then removes orphan index files.
-func listSegmentFiles(o PartitionOptions) (*segmentFiles, error) {
+// list lists the folder and handles the leftovers of deletes, cleanings,
+// swaps and index rebuilds (Kafka's removeTempFilesAndCollectSwapFiles and
+// completion of swaps, plus logfs's *.tmp), then removes index files that
+// have no .log.
+func (l *loader) list() (*segmentFiles, error) {
+	o := l.o
 	entries, err := o.FS.ReadDir(o.Dir)
 	if err != nil {
 		return nil, err
 	}
-	remove := func(name string) error {
-		if o.ReadOnly {
-			return nil
-		}
-		o.Logger.Info("removing leftover file", "file", filepath.Join(o.Dir, name))
-		if err := o.FS.Remove(filepath.Join(o.Dir, name)); err != nil && !isNotExist(err) {
-			return err
-		}
-		return nil
-	}
 	minCleaned := record.Offset(math.MaxInt64)
-	var swaps []string
-	var names []string
+	var swaps, names []string
+	var leftovers []string
 	for _, e := range entries {
 		base, suffix, ok := layout.ParseSegmentFileName(e.Name())
 		if !ok || e.IsDir() {
 			continue // leader-epoch-checkpoint, partition.metadata, …
 		}
 		switch {
-		case strings.HasSuffix(suffix, layout.DeletedSuffix):
-			if err := remove(e.Name()); err != nil {
-				return nil, err
-			}
+		case strings.HasSuffix(suffix, layout.DeletedSuffix), strings.HasSuffix(suffix, tmpSuffix):
+			leftovers = append(leftovers, e.Name())
 		case strings.HasSuffix(suffix, layout.CleanedSuffix):
 			minCleaned = min(minCleaned, base)
-			if err := remove(e.Name()); err != nil {
-				return nil, err
-			}
+			leftovers = append(leftovers, e.Name())
+			l.anomaly = true
 		case strings.HasSuffix(suffix, layout.SwapSuffix):
 			swaps = append(swaps, e.Name())
 		default:
@@ -297,19 +477,21 @@ func listSegmentFiles(o PartitionOptions) (*segmentFiles, error) {
 	}
 	var keptSwaps []string
 	for _, name := range swaps {
-		base, _, _ := layout.ParseSegmentFileName(name)
-		if base >= minCleaned {
-			// The swap belongs to a split that never finished (KAFKA-6264).
-			if err := remove(name); err != nil {
-				return nil, err
-			}
+		if base, _, _ := layout.ParseSegmentFileName(name); base >= minCleaned {
+			leftovers = append(leftovers, name) // a split that never finished (KAFKA-6264)
 			continue
 		}
 		keptSwaps = append(keptSwaps, name)
 	}
-	if len(keptSwaps) > 0 && !o.ReadOnly {
-		var err error
-		if names, err = completeSwaps(o, keptSwaps, names); err != nil {
+	sort.Strings(leftovers)
+	for _, name := range leftovers {
+		if err := l.remove(name, "removing leftover file"); err != nil {
+			return nil, err
+		}
+	}
+	if len(keptSwaps) > 0 {
+		l.anomaly = true
+		if names, err = l.completeSwaps(keptSwaps, names); err != nil {
 			return nil, err
 		}
 	}
@@ -322,35 +504,64 @@ func listSegmentFiles(o PartitionOptions) (*segmentFiles, error) {
 	}
 	for _, name := range names {
 		base, suffix, _ := layout.ParseSegmentFileName(name)
-		f := get(base)
-		f.names = append(f.names, name)
 		switch suffix {
 		case layout.LogSuffix:
+			f := get(base)
+			f.names = append(f.names, name)
 			info, err := o.FS.Stat(filepath.Join(o.Dir, name))
 			if err != nil {
 				return nil, err
 			}
 			f.size = record.Position(info.Size())
 		case layout.IndexSuffix:
+			f := get(base)
+			f.names = append(f.names, name)
 			f.hasIndex = true
 		case layout.TimeIndexSuffix:
+			f := get(base)
+			f.names = append(f.names, name)
 			f.hasTimeIndex = true
+		default:
+			if isIndexName(name) {
+				f := get(base)
+				f.names = append(f.names, name)
+			}
 		}
 	}
-	for base, f := range files.segs {
+	bases := make([]record.Offset, 0, len(files.segs))
+	for b := range files.segs {
+		bases = append(bases, b)
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	for _, base := range bases {
+		f := files.segs[base]
 		if f.size >= 0 {
 			continue
 		}
+		l.anomaly = true
 		for _, name := range f.names {
-			if isIndexName(name) {
-				if err := remove(name); err != nil {
-					return nil, err
-				}
+			if err := l.remove(name, "removing index file with no .log"); err != nil {
+				return nil, err
 			}
 		}
 		delete(files.segs, base)
 	}
 	return files, nil
+}
+
+// remove removes a leftover file of the folder and reports it.
+func (l *loader) remove(name, msg string) error {
+	p := filepath.Join(l.o.Dir, name)
+	l.rep.Removed = append(l.rep.Removed, p)
+	if l.o.ReadOnly {
+		return nil
+	}
+	l.o.Logger.Info(msg, "file", p)
+	l.dirty = true
+	if err := l.o.FS.Remove(p); err != nil && !isNotExist(err) {
+		return err
+	}
+	return nil
 }
 
 // isIndexName reports whether a segment file is derived from its .log and
@@ -365,10 +576,12 @@ func isIndexName(name string) bool {
 	return false
 }
 
-// completeSwaps finishes a swap that a crash interrupted: the .swap
-// segments replace every old segment whose base lies in the range they
-// cover, then lose their suffix.
-func completeSwaps(o PartitionOptions, swaps, names []string) ([]string, error) {
+// completeSwaps finishes a swap that a crash interrupted (Kafka's
+// replaceSegments): the .swap segments replace every old segment whose base
+// lies in the range they cover, then lose their suffix. Read-only, it only
+// reports.
+func (l *loader) completeSwaps(swaps, names []string) ([]string, error) {
+	o := l.o
 	lo, hi := record.Offset(math.MaxInt64), record.Offset(-1)
 	for _, name := range swaps {
 		base, suffix, _ := layout.ParseSegmentFileName(name)
@@ -382,12 +595,20 @@ func completeSwaps(o PartitionOptions, swaps, names []string) ([]string, error) 
 		}
 		hi = max(hi, next)
 	}
+	for _, name := range swaps {
+		l.rep.Swapped = append(l.rep.Swapped, filepath.Join(o.Dir, name))
+	}
+	if o.ReadOnly {
+		return names, nil // the old segments stay in use
+	}
 	var kept []string
 	for _, name := range names {
 		base, _, _ := layout.ParseSegmentFileName(name)
-		if base >= lo && base < hi && name != "" && (strings.HasSuffix(name, layout.LogSuffix) || isIndexName(name)) {
-			o.Logger.Info("removing segment replaced by an interrupted swap", "file", filepath.Join(o.Dir, name))
-			if err := o.FS.Remove(filepath.Join(o.Dir, name)); err != nil && !isNotExist(err) {
+		if base >= lo && base < hi && (strings.HasSuffix(name, layout.LogSuffix) || isIndexName(name)) {
+			p := filepath.Join(o.Dir, name)
+			l.rep.Replaced = append(l.rep.Replaced, p)
+			o.Logger.Info("removing segment file replaced by an interrupted swap", "file", p)
+			if err := o.FS.Remove(p); err != nil && !isNotExist(err) {
 				return nil, err
 			}
 			continue
@@ -396,12 +617,14 @@ func completeSwaps(o PartitionOptions, swaps, names []string) ([]string, error) 
 	}
 	for _, name := range swaps {
 		final := strings.TrimSuffix(name, layout.SwapSuffix)
+		o.Logger.Info("completing an interrupted swap", "file", filepath.Join(o.Dir, name))
 		if err := o.FS.Rename(filepath.Join(o.Dir, name), filepath.Join(o.Dir, final)); err != nil {
 			return nil, err
 		}
 		kept = append(kept, final)
 	}
 	sort.Strings(kept)
+	l.dirty = true
 	return kept, o.FS.SyncDir(o.Dir)
 }
 

@@ -1,8 +1,10 @@
 package recovery
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
 
@@ -12,28 +14,61 @@ import (
 	"github.com/logfs/logfs/vfs"
 )
 
-// SegmentResult is what recovering one segment found and did.
-type SegmentResult struct {
-	Base       record.Offset
-	ValidBytes record.Position // length of the valid prefix of the .log
-	Truncated  int64           // bytes cut from the end (0 when read-only: reported only)
-	NextOffset record.Offset   // offset after the last valid batch, or Base when empty
-	Batches    int
-	Reason     error // why the scan stopped early (a *record.CorruptError), or nil
-}
+// scanReadAhead is how much of a .log recovery reads at a time. Larger
+// reads than the scanner's default halve the system calls of a scan that
+// reads every byte anyway.
+const scanReadAhead = 1 << 20
+
+// tmpSuffix names the index files a rebuild writes before renaming them
+// over the real ones: "00000000000000000000.index.tmp". Loading removes any
+// such file a crash left behind.
+const tmpSuffix = ".tmp"
 
 // IndexConfig is what index rebuilding needs from the topic's settings.
 type IndexConfig struct {
-	IndexBytes    int64 // segment.index.bytes
+	IndexBytes    int64 // segment.index.bytes; 0 means index.DefaultMaxBytes
 	IndexInterval int64 // index.interval.bytes
 }
 
-// RecoverSegment is Kafka's LogSegment.recover: walk the batches of a .log
-// checking each one's size, magic, CRC-32C and offsets, cut the file at the
-// first invalid byte, and rebuild both indexes from what remains, ending
-// the time index with the segment's max timestamp and trimming both. With
-// readOnly it only scans and reports.
+// SegmentResult is what recovering (or rebuilding the indexes of) one
+// segment found and did.
+type SegmentResult struct {
+	Base       record.Offset
+	Size       record.Position // length of the .log before recovery
+	ValidBytes record.Position // length of its valid prefix
+	// Truncated is how many bytes were cut from the end of the .log; on a
+	// read-only recovery, how many would be.
+	Truncated  int64
+	NextOffset record.Offset // offset after the last valid batch, or Base when there is none
+	Batches    int
+	// Reason says why the scan stopped before the end of the file (a
+	// *record.CorruptError naming the file and position), or is nil.
+	Reason error
+}
+
+// RecoverSegment is Kafka's LogSegment.recover: it walks the batches of a
+// .log checking each one's size, magic, CRC-32C and offsets (each batch's
+// base offset at or above its segment's base and above the previous
+// batch's last offset, its last offset within a relative offset of the
+// base), cuts the file at the first invalid byte and fsyncs the cut, and
+// rebuilds both indexes from what remains, ending the time index with the
+// segment's max timestamp. The indexes are written to *.tmp files and
+// renamed over the old ones, so a crash leaves either. With readOnly it
+// only scans and reports.
+//
+// A segment whose first invalid batch is a well-formed legacy message
+// (magic 0 or 1, which logfs does not read) is not cut: the error wraps
+// ErrLegacyFormat.
 func RecoverSegment(fs vfs.FS, dir string, base record.Offset, cfg IndexConfig, readOnly bool) (SegmentResult, error) {
+	return recoverSegment(fs, dir, base, cfg, readOnly, nil)
+}
+
+// recoverSegment is RecoverSegment with a hook: beforeCut, if not nil,
+// runs when the scan found an invalid tail, before the file is cut (on a
+// read-only recovery, instead). LoadPartition drops the later segments
+// there, so that a crash between the two steps never leaves a cut segment
+// followed by segments that continue past the hole.
+func recoverSegment(fs vfs.FS, dir string, base record.Offset, cfg IndexConfig, readOnly bool, beforeCut func(*SegmentResult) error) (SegmentResult, error) {
 	res := SegmentResult{Base: base, NextOffset: base}
 	logPath := layout.SegmentPath(dir, base, layout.LogSuffix)
 	flag := os.O_RDWR
@@ -49,16 +84,81 @@ func RecoverSegment(fs vfs.FS, dir string, base record.Offset, cfg IndexConfig, 
 	if err != nil {
 		return res, err
 	}
-	size := record.Position(st.Size())
+	res.Size = record.Position(st.Size())
 
 	var b *indexBuilder
 	if !readOnly {
 		if b, err = newIndexBuilder(dir, base, cfg); err != nil {
 			return res, err
 		}
-		defer b.close()
+		defer b.abort()
 	}
-	sc := record.NewScanner(f, 0, size, record.ScanOptions{})
+	if err := scanSegment(f, logPath, base, res.Size, false, b, &res); err != nil {
+		return res, err
+	}
+	if err := refuseLegacy(f, logPath, &res); err != nil {
+		return res, err
+	}
+	if res.ValidBytes < res.Size {
+		res.Truncated = int64(res.Size - res.ValidBytes)
+		if beforeCut != nil {
+			if err := beforeCut(&res); err != nil {
+				return res, err
+			}
+		}
+		if !readOnly {
+			if err := f.Truncate(int64(res.ValidBytes)); err != nil {
+				return res, fmt.Errorf("cut %s at %d: %w", logPath, res.ValidBytes, err)
+			}
+			if err := f.Sync(); err != nil {
+				return res, fmt.Errorf("cut %s at %d: %w", logPath, res.ValidBytes, err)
+			}
+			// The sidecar of rendered positions may describe the bytes cut.
+			if err := fs.Remove(layout.SegmentPath(dir, base, layout.ViewIndexSuffix)); err != nil && !isNotExist(err) {
+				return res, err
+			}
+		}
+	}
+	if b != nil {
+		if err := b.finish(); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// RebuildIndexes rewrites a segment's two indexes from the first size
+// bytes of its .log without changing the .log: the repair of a segment
+// below the recovery point (not scanned at open) whose index files are
+// missing or break a rule. It reads batch headers only. An invalid header
+// ends the indexes there and is returned in Reason, not as an error: the
+// batch stays in place for reads to report and for `logfs check --repair`
+// to cut. The files are written as *.tmp, fsynced and renamed over the old
+// ones; the caller syncs the directory.
+func RebuildIndexes(fs vfs.FS, dir string, base record.Offset, size record.Position, cfg IndexConfig) (SegmentResult, error) {
+	res := SegmentResult{Base: base, NextOffset: base, Size: size}
+	logPath := layout.SegmentPath(dir, base, layout.LogSuffix)
+	f, err := fs.OpenFile(logPath, os.O_RDONLY, 0)
+	if err != nil {
+		return res, err
+	}
+	defer f.Close()
+	b, err := newIndexBuilder(dir, base, cfg)
+	if err != nil {
+		return res, err
+	}
+	defer b.abort()
+	if err := scanSegment(f, logPath, base, size, true, b, &res); err != nil {
+		return res, err
+	}
+	return res, b.finish()
+}
+
+// scanSegment walks the batches of [0, size) into res and, if b is not
+// nil, into the index builder. It stops at the first invalid batch and
+// records why in res.Reason; only I/O errors are returned.
+func scanSegment(f vfs.File, logPath string, base record.Offset, size record.Position, headersOnly bool, b *indexBuilder, res *SegmentResult) error {
+	sc := record.NewScanner(f, 0, size, record.ScanOptions{HeadersOnly: headersOnly, ReadAhead: scanReadAhead})
 	next := base
 	for sc.Next() {
 		batch := sc.Batch()
@@ -68,43 +168,30 @@ func RecoverSegment(fs vfs.FS, dir string, base record.Offset, cfg IndexConfig, 
 		}
 		if b != nil {
 			if err := b.add(batch); err != nil {
-				return res, err
+				return err
 			}
 		}
 		res.Batches++
 		res.ValidBytes = sc.Pos()
 		next = batch.NextOffset()
 	}
-	if res.Reason == nil && sc.Err() != nil {
-		res.Reason = record.WithFile(sc.Err(), logPath)
+	if err := sc.Err(); res.Reason == nil && err != nil {
+		var ce *record.CorruptError
+		if !errors.As(err, &ce) {
+			return fmt.Errorf("read %s: %w", logPath, err) // I/O, not the data
+		}
+		res.Reason = record.WithFile(err, logPath)
 	}
 	res.NextOffset = next
-	if res.ValidBytes < size {
-		res.Truncated = int64(size - res.ValidBytes)
-		if !readOnly {
-			if err := f.Truncate(int64(res.ValidBytes)); err != nil {
-				return res, fmt.Errorf("cut %s at %d: %w", logPath, res.ValidBytes, err)
-			}
-		}
-	}
-	if b != nil {
-		if err := b.finish(); err != nil {
-			return res, err
-		}
-	}
-	if !readOnly {
-		// The sidecar of rendered positions describes the old bytes.
-		if err := fs.Remove(layout.SegmentPath(dir, base, layout.ViewIndexSuffix)); err != nil && !isNotExist(err) {
-			return res, err
-		}
-	}
-	return res, nil
+	return nil
 }
 
 // checkOffsets returns why a batch's offsets cannot follow the batches
 // before it in a segment with this base, or "".
 func checkOffsets(b *record.Batch, base, next record.Offset) string {
 	switch {
+	case b.BaseOffset < next && next == base:
+		return fmt.Sprintf("base offset %d is below the segment's base offset %d", b.BaseOffset, base)
 	case b.BaseOffset < next:
 		return fmt.Sprintf("base offset %d is below %d, where the previous batch ended", b.BaseOffset, next)
 	case b.LastOffset()-base > math.MaxInt32:
@@ -113,31 +200,69 @@ func checkOffsets(b *record.Batch, base, next record.Offset) string {
 	return ""
 }
 
+// legacyHeader is what a Kafka v0/v1 message needs before its CRC can be
+// checked: offset, size, crc, magic.
+const legacyHeader = 17
+
+// refuseLegacy turns a scan that stopped at a well-formed legacy message
+// (magic 0 or 1 with a matching CRC-32) into ErrLegacyFormat: cutting there
+// would throw away data that Kafka reads and logfs does not. A zero-filled
+// tail also reads as magic 0, but its CRC field is 0 while the CRC of its
+// zero bytes is not, so it is still cut.
+func refuseLegacy(f vfs.File, logPath string, res *SegmentResult) error {
+	if !errors.Is(res.Reason, record.ErrUnsupportedMagic) {
+		return nil
+	}
+	pos := int64(res.ValidBytes)
+	var head [legacyHeader]byte
+	if _, err := f.ReadAt(head[:], pos); err != nil {
+		return nil
+	}
+	size := int64(int32(binary.BigEndian.Uint32(head[8:])))
+	if magic := head[16]; magic > 1 || size < 14 || size > 64<<20 || pos+12+size > int64(res.Size) {
+		return nil
+	}
+	body := make([]byte, size-4) // from the magic byte to the end of the message
+	if _, err := f.ReadAt(body, pos+16); err != nil {
+		return nil
+	}
+	if crc32.ChecksumIEEE(body) != binary.BigEndian.Uint32(head[12:]) {
+		return nil
+	}
+	return fmt.Errorf("%s position %d: %w", logPath, pos, ErrLegacyFormat)
+}
+
 // indexBuilder writes a segment's two indexes from its batches with Kafka's
-// rules: an entry when more than index.interval.bytes of log lie since the
-// last one, keyed by the batch's last offset at the batch's start; the time
-// index follows the running max timestamp and its batch's last offset.
+// rules: an entry when more than index.interval.bytes of log lie between
+// the last entry's batch and this batch's start, keyed by the batch's last
+// offset at the batch's start; the time index follows the running max
+// timestamp and the last offset of the batch that first reached it. It
+// writes *.tmp files and renames them into place in finish.
 type indexBuilder struct {
+	dir         string
+	base        record.Offset
 	cfg         IndexConfig
 	off         *index.OffsetIndex
 	time        *index.TimeIndex
 	lastEntry   record.Position
 	maxTS       int64
 	maxTSOffset record.Offset
+	offDone     bool // the offset index is in place
+	timeDone    bool // the time index is in place
 }
 
 func newIndexBuilder(dir string, base record.Offset, cfg IndexConfig) (*indexBuilder, error) {
 	opts := index.Options{MaxBytes: cfg.IndexBytes, Writable: true}
-	off, err := index.CreateOffsetIndex(layout.SegmentPath(dir, base, layout.IndexSuffix), base, opts)
+	off, err := index.CreateOffsetIndex(layout.SegmentPath(dir, base, layout.IndexSuffix+tmpSuffix), base, opts)
 	if err != nil {
 		return nil, err
 	}
-	ti, err := index.CreateTimeIndex(layout.SegmentPath(dir, base, layout.TimeIndexSuffix), base, opts)
+	ti, err := index.CreateTimeIndex(layout.SegmentPath(dir, base, layout.TimeIndexSuffix+tmpSuffix), base, opts)
 	if err != nil {
-		off.Close()
+		off.Delete()
 		return nil, err
 	}
-	return &indexBuilder{cfg: cfg, off: off, time: ti, maxTS: record.NoTimestamp, maxTSOffset: base}, nil
+	return &indexBuilder{dir: dir, base: base, cfg: cfg, off: off, time: ti, maxTS: record.NoTimestamp, maxTSOffset: base}, nil
 }
 
 func (b *indexBuilder) add(batch *record.Batch) error {
@@ -157,42 +282,37 @@ func (b *indexBuilder) add(batch *record.Batch) error {
 	return b.time.MaybeAppend(b.maxTS, b.maxTSOffset, false)
 }
 
-// finish writes the final time-index entry and trims both files.
+// finish writes the final time-index entry, trims both files, makes them
+// durable and renames them over the segment's index files.
 func (b *indexBuilder) finish() error {
 	if err := b.time.MaybeAppend(b.maxTS, b.maxTSOffset, true); err != nil {
 		return err
 	}
-	return errors.Join(b.off.Seal(), b.time.Seal(), b.off.Flush(), b.time.Flush())
-}
-
-func (b *indexBuilder) close() {
-	b.off.Close()
-	b.time.Close()
-}
-
-// RebuildIndexes rewrites a segment's indexes from the first size bytes of
-// its .log, which must all be valid (a sealed segment, or one just
-// recovered).
-func RebuildIndexes(fs vfs.FS, dir string, base record.Offset, size record.Position, cfg IndexConfig) error {
-	logPath := layout.SegmentPath(dir, base, layout.LogSuffix)
-	f, err := fs.OpenFile(logPath, os.O_RDONLY, 0)
-	if err != nil {
+	if err := errors.Join(b.off.Seal(), b.time.Seal(), b.off.Flush(), b.time.Flush()); err != nil {
 		return err
 	}
-	defer f.Close()
-	b, err := newIndexBuilder(dir, base, cfg)
-	if err != nil {
+	if err := b.off.Rename(layout.SegmentPath(b.dir, b.base, layout.IndexSuffix)); err != nil {
 		return err
 	}
-	defer b.close()
-	sc := record.NewScanner(f, 0, size, record.ScanOptions{HeadersOnly: true})
-	for sc.Next() {
-		if err := b.add(sc.Batch()); err != nil {
-			return err
-		}
+	b.offDone = true
+	if err := b.time.Rename(layout.SegmentPath(b.dir, b.base, layout.TimeIndexSuffix)); err != nil {
+		return err
 	}
-	if err := sc.Err(); err != nil {
-		return record.WithFile(err, logPath)
+	b.timeDone = true
+	return errors.Join(b.off.Close(), b.time.Close())
+}
+
+// abort closes the builder and removes the *.tmp files it did not rename
+// into place. After finish it only closes (Close is idempotent).
+func (b *indexBuilder) abort() {
+	if b.offDone {
+		b.off.Close()
+	} else {
+		b.off.Delete()
 	}
-	return b.finish()
+	if b.timeDone {
+		b.time.Close()
+	} else {
+		b.time.Delete()
+	}
 }

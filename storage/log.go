@@ -71,6 +71,8 @@ type Log struct {
 	bg   sync.WaitGroup
 	kick chan *Partition
 
+	report *recovery.Report // what Open's recovery found and did; set once
+
 	delMu   sync.Mutex
 	pending map[*delayedJob]struct{} // GUARDED_BY(delMu)
 	running sync.WaitGroup           // delayed jobs being run
@@ -141,7 +143,7 @@ func (l *Log) open() error {
 	}
 	recoveryPoints := l.readCheckpoint(layout.RecoveryPointFile)
 	logStarts := l.readCheckpoint(layout.LogStartFile)
-	if recoveryPoints == nil || l.opts.ForceRecovery {
+	if recoveryPoints == nil {
 		clean = false // Kafka: an unreadable recovery point means recovering everything
 		recoveryPoints = map[recovery.TopicPartition]record.Offset{}
 	}
@@ -179,16 +181,18 @@ func (l *Log) open() error {
 		tp := recovery.TopicPartition{Topic: p.topic, Partition: p.id}
 		cfg := l.defaults.With(overrides[p.topic])
 		opts[i] = recovery.PartitionOptions{
-			FS: fs, Dir: p.dir, Clean: clean, ReadOnly: l.opts.ReadOnly, Logger: l.logger,
+			FS: fs, Dir: p.dir, Clean: clean, Force: l.opts.ForceRecovery, ReadOnly: l.opts.ReadOnly, Logger: l.logger,
 			IndexConfig:   recovery.IndexConfig{IndexBytes: cfg.SegmentIndexBytes, IndexInterval: cfg.IndexIntervalBytes},
 			RecoveryPoint: offsetOr(recoveryPoints, tp, -1),
 			LogStart:      offsetOr(logStarts, tp, -1),
 		}
 	}
-	if !clean && len(parts) > 0 {
-		l.logger.Info("data directory was not shut down cleanly; recovering", "dir", l.dir, "partitions", len(parts), "read_only", l.opts.ReadOnly)
+	if (!clean || l.opts.ForceRecovery) && len(parts) > 0 {
+		l.logger.Info("data directory was not shut down cleanly; recovering", "dir", l.dir, "partitions", len(parts),
+			"forced", l.opts.ForceRecovery, "read_only", l.opts.ReadOnly)
 	}
-	states, errs := recovery.LoadAll(opts, l.opts.RecoveryThreads, l.logger)
+	states, errs, report := recovery.LoadAll(opts, recovery.LoadOptions{Threads: l.opts.RecoveryThreads, Logger: l.logger})
+	l.report = report
 	for i, p := range parts {
 		if errs[i] != nil {
 			l.closeTopics()
@@ -209,7 +213,7 @@ func (l *Log) open() error {
 		}
 		t.partitions[p.id] = part
 	}
-	if !clean && !l.opts.ReadOnly && len(parts) > 0 {
+	if (!clean || l.opts.ForceRecovery) && !l.opts.ReadOnly && len(parts) > 0 {
 		// Make what recovery cut and rebuilt durable, then record it.
 		return l.Sync()
 	}
@@ -271,6 +275,12 @@ func (l *Log) openPartition(t *Topic, id int, dir string, st *recovery.Partition
 	p.recovered = RecoveryReport{ScannedBytes: st.ScannedBytes, CutBytes: st.TruncatedBytes, Dropped: slices.Clone(st.Dropped)}
 	return p, nil
 }
+
+// RecoveryReport returns what Open found and did: the segments it scanned,
+// cut and dropped, the leftovers it removed, the indexes it rebuilt. With
+// ForceRecovery it is what `logfs check --repair` prints (WriteText); with
+// ReadOnly too, what it would do. See package recovery.
+func (l *Log) RecoveryReport() *recovery.Report { return l.report }
 
 // Dir returns the data directory.
 func (l *Log) Dir() string { return l.dir }
