@@ -139,6 +139,7 @@ func (s *segment) check(fail func(string, ...any)) (record.Offset, error) {
 }
 
 func (s *segment) checkIndexes(fail func(string, ...any), lastAt map[record.Position]record.Offset, maxAt map[record.Offset]int64) {
+	s.repairIndexesForCheck()
 	s.idxMu.RLock()
 	defer s.idxMu.RUnlock()
 	if s.offIdx != nil {

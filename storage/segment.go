@@ -120,6 +120,9 @@ func openSegment(fs vfs.FS, dir string, base record.Offset, logSize record.Posit
 		flag = os.O_RDONLY
 	}
 	f, err := fs.OpenFile(s.logPath(), flag, 0)
+	if err != nil && cfg.readOnly && logSize == 0 && errors.Is(err, os.ErrNotExist) {
+		f, err = noLogFile(s.logPath()), nil // recovery would create it
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -196,27 +199,16 @@ func (s *segment) closeFiles() error {
 }
 
 // makeWritable reopens the indexes of the active segment read-write and
-// preallocated, as Kafka does after loading a log (KAFKA-6388), and learns
-// the appender state that a reopened segment lost.
+// preallocated, as Kafka does after loading a log (KAFKA-6388), rebuilding
+// them first if they are missing or broken, and learns the appender state
+// that a reopened segment lost.
 func (s *segment) makeWritable() error {
 	if s.writable {
 		return nil
 	}
 	s.idxMu.Lock()
 	defer s.idxMu.Unlock()
-	opts := index.Options{MaxBytes: s.cfg.indexBytes, LogSize: record.Position(s.size.Load()), Writable: true}
-	if s.offIdx != nil {
-		s.offIdx.Close()
-	}
-	if s.timeIdx != nil {
-		s.timeIdx.Close()
-	}
-	var err error
-	s.offIdx, err = index.OpenOffsetIndex(s.indexPath(), s.base, opts)
-	if err == nil {
-		s.timeIdx, err = index.OpenTimeIndex(s.timeIndexPath(), s.base, opts)
-	}
-	if err != nil {
+	if err := s.openWritableIndexesLocked(); err != nil {
 		return fmt.Errorf("open indexes of active segment %s: %w", s.logPath(), err)
 	}
 	s.fallback = nil
@@ -240,13 +232,20 @@ func (s *segment) loadTimestamps() error {
 				s.maxTSOffset.Store(int64(off))
 				return
 			}
-			if !errors.Is(err, index.ErrCorrupt) {
+			if !indexUnusable(err) {
 				s.tsErr = err
 				return
 			}
 			s.idxMu.RUnlock()
-			s.indexBroken(err)
+			repaired := s.indexBroken(err)
 			s.idxMu.RLock()
+			if repaired && s.timeIdx != nil && s.fallback == nil {
+				if ts, off, err = s.timeIdx.LastEntry(); err == nil {
+					s.maxTS.Store(ts)
+					s.maxTSOffset.Store(int64(off))
+					return
+				}
+			}
 		}
 		// No usable time index: the in-memory index's scan learns it.
 		s.idxMu.RUnlock()
@@ -385,12 +384,14 @@ func (s *segment) flush() error {
 	}
 	s.idxMu.RLock()
 	defer s.idxMu.RUnlock()
-	if s.offIdx != nil && s.offIdx.Mapped() {
+	// Flush never maps an index that was not used; one trimmed to nothing
+	// is not mapped but its new length must reach the disk too.
+	if s.offIdx != nil {
 		if err := s.offIdx.Flush(); err != nil {
 			return err
 		}
 	}
-	if s.timeIdx != nil && s.timeIdx.Mapped() {
+	if s.timeIdx != nil {
 		if err := s.timeIdx.Flush(); err != nil {
 			return err
 		}
@@ -399,8 +400,9 @@ func (s *segment) flush() error {
 }
 
 // close is the clean-shutdown close of a segment: the active one gets its
-// final time-index entry and both indexes are trimmed (index.Close trims a
-// writable index), then everything is closed once no reader holds it.
+// final time-index entry and both indexes are trimmed and made durable, so
+// that the clean-shutdown marker written after it vouches for them; then
+// everything is closed once no reader holds it.
 func (s *segment) close() error {
 	var err error
 	if s.writable && !s.sealed {
@@ -408,6 +410,12 @@ func (s *segment) close() error {
 		s.idxMu.Lock()
 		if s.timeIdx != nil && err == nil {
 			err = s.timeIdx.MaybeAppend(s.maxTS.Load(), record.Offset(s.maxTSOffset.Load()), true)
+		}
+		if s.timeIdx != nil && err == nil {
+			err = errors.Join(s.timeIdx.Seal(), s.timeIdx.Flush())
+		}
+		if s.offIdx != nil && err == nil {
+			err = errors.Join(s.offIdx.Seal(), s.offIdx.Flush())
 		}
 		s.idxMu.Unlock()
 	}
