@@ -462,3 +462,17 @@ func TestScannerSeekReusesWindowAndGrows(t *testing.T) {
 	require.NoError(t, s.Err())
 	require.Equal(t, 197, n)
 }
+
+func TestVarintMatchesEncodingBinary(t *testing.T) {
+	for _, v := range []int64{0, 1, -1, 63, -64, 64, -65, 127, 128, 1 << 20, -(1 << 20), 1<<31 - 1, -(1 << 31), 1<<62 + 5, -(1 << 62)} {
+		enc := appendVarint(nil, v)
+		require.Equal(t, varintLen(v), len(enc))
+		got, n := varint(enc, 10)
+		require.Equal(t, len(enc), n, "%d", v)
+		require.Equal(t, v, got)
+	}
+	_, n := varint([]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, 5)
+	require.Zero(t, n, "a varint longer than its limit")
+	_, n = varint([]byte{0x80}, 5)
+	require.Zero(t, n, "a varint cut short")
+}

@@ -155,6 +155,10 @@ func bytesField(b []byte, p int) ([]byte, int, bool) {
 // varint decodes a zig-zag varint of at most max bytes. n is the number of
 // bytes read, or 0 when b ends first or the varint is longer than max.
 func varint(b []byte, max int) (v int64, n int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		// One byte: every delta and most lengths in a batch.
+		return int64(b[0]>>1) ^ -int64(b[0]&1), 1
+	}
 	var ux uint64
 	var s uint
 	for i, c := range b {
