@@ -29,7 +29,7 @@ var benchBytes = flag.Int64("logfs.bench-bytes", 2<<30, "size of the partition t
 var (
 	benchRoot     string
 	benchRootOnce sync.Once
-	datasets      = map[int]*dataset{}
+	datasets      = map[[2]int]*dataset{}
 	datasetsMu    sync.Mutex
 )
 
@@ -65,20 +65,22 @@ func benchValue(v []byte, off int64) {
 	}
 }
 
-// dataset is a big partition of fixed-size records with timestamps
-// increasing by one millisecond per record.
+// dataset is a big partition of fixed-size records, appended in batches of
+// a fixed number of records, with timestamps increasing by one millisecond
+// per record.
 type dataset struct {
 	l       *Log
 	p       *Partition
 	records int64
 	size    int
+	batch   int
 	ts0     int64
 }
 
-func getDataset(b *testing.B, size int) *dataset {
+func getDataset(b *testing.B, size, batch int) *dataset {
 	datasetsMu.Lock()
 	defer datasetsMu.Unlock()
-	if d := datasets[size]; d != nil {
+	if d := datasets[[2]int{size, batch}]; d != nil {
 		return d
 	}
 	dir := benchDir(b)
@@ -91,8 +93,7 @@ func getDataset(b *testing.B, size int) *dataset {
 		b.Fatal(err)
 	}
 	p, _ := top.Partition(0)
-	d := &dataset{l: l, p: p, size: size, ts0: 1_700_000_000_000}
-	const batch = 64
+	d := &dataset{l: l, p: p, size: size, batch: batch, ts0: 1_700_000_000_000}
 	recs := make([]Record, batch)
 	buf := make([]byte, batch*size)
 	start := time.Now()
@@ -106,10 +107,11 @@ func getDataset(b *testing.B, size int) *dataset {
 		if _, err := p.Append(recs); err != nil {
 			b.Fatal(err)
 		}
-		d.records += batch
+		d.records += int64(batch)
 	}
-	b.Logf("built %d MiB of %d-byte records (%d records, %d segments) in %v", p.Size()>>20, size, d.records, len(p.SegmentBases()), time.Since(start).Round(time.Millisecond))
-	datasets[size] = d
+	b.Logf("built %d MiB of %d-byte records in batches of %d (%d records, %d segments) in %v",
+		p.Size()>>20, size, batch, d.records, len(p.SegmentBases()), time.Since(start).Round(time.Millisecond))
+	datasets[[2]int{size, batch}] = d
 	return d
 }
 
@@ -197,10 +199,23 @@ func benchAppend(b *testing.B, size, batch int, sync bool) {
 	b.ReportMetric(float64(b.N*batch)/ours.Seconds(), "records/s")
 }
 
+// Lookups run on partitions written in batches of 1 record (what a producer
+// without linger sends) and of 64: a lookup reads and checks the whole batch
+// that holds its record, so big batches cost what reading them costs.
+var lookupBatches = []int{1, 64}
+
 func BenchmarkLookupOffset(b *testing.B) {
 	for _, size := range recordSizes {
-		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
-			d := getDataset(b, size)
+		for _, batch := range lookupBatches {
+			b.Run(fmt.Sprintf("record=%dB/batch=%d", size, batch), func(b *testing.B) { benchLookupOffset(b, size, batch) })
+		}
+	}
+}
+
+func benchLookupOffset(b *testing.B, size, batch int) {
+	{
+		{
+			d := getDataset(b, size, batch)
 			r, err := d.p.NewReader(0)
 			if err != nil {
 				b.Fatal(err)
@@ -239,7 +254,7 @@ func BenchmarkLookupOffset(b *testing.B) {
 			ours := b.Elapsed() / time.Duration(b.N)
 			raw := rawLookup(b, d, targets)
 			b.ReportMetric(float64(raw)/float64(ours), "x-raw")
-		})
+		}
 	}
 }
 
@@ -256,8 +271,8 @@ func rawLookup(b *testing.B, d *dataset, targets []record.Offset) time.Duration 
 		defer f.Close()
 		files[i] = f
 	}
-	// Records are fixed-size in 64-record batches of one size: compute
-	// positions instead of searching.
+	// Records are fixed-size in batches of one size: compute positions
+	// instead of searching.
 	seg0 := segs[0]
 	sc := record.NewScanner(seg0.log, 0, record.Position(seg0.size.Load()), record.ScanOptions{HeadersOnly: true})
 	sc.Next()
@@ -267,7 +282,8 @@ func rawLookup(b *testing.B, d *dataset, targets []record.Offset) time.Duration 
 	for _, off := range targets {
 		i := sort.Search(len(segs), func(i int) bool { return segs[i].base > off }) - 1
 		rel := int64(off - segs[i].base)
-		pos := rel/64*batchSize + record.HeaderSize + (rel%64)*(batchSize-record.HeaderSize)/64
+		k := int64(d.batch)
+		pos := rel/k*batchSize + record.HeaderSize + (rel%k)*(batchSize-record.HeaderSize)/k
 		if _, err := files[i].ReadAt(buf, pos); err != nil && err != io.EOF {
 			b.Fatal(err)
 		}
@@ -278,7 +294,7 @@ func rawLookup(b *testing.B, d *dataset, targets []record.Offset) time.Duration 
 func BenchmarkLookupTime(b *testing.B) {
 	for _, size := range recordSizes {
 		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
-			d := getDataset(b, size)
+			d := getDataset(b, size, 64)
 			rng := rand.New(rand.NewSource(2))
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -299,7 +315,7 @@ func BenchmarkLookupTime(b *testing.B) {
 func BenchmarkSequentialRead(b *testing.B) {
 	for _, size := range recordSizes {
 		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
-			d := getDataset(b, size)
+			d := getDataset(b, size, 64)
 			b.SetBytes(d.p.Size())
 			rawBytes, raw := rawRead(b, d)
 			b.ReportAllocs()
