@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/logfs/logfs/record"
 )
@@ -108,18 +109,22 @@ func (s *segment) findTime(ts int64, startOffset record.Offset) (record.Offset, 
 	if err != nil {
 		return 0, false, err
 	}
-	var sc record.Scanner
-	found, err := s.seek(&sc, max(off, startOffset), record.ScanOptions{ReadAhead: lookupReadAhead, MaxReadAhead: readerMaxReadAhead})
+	st := lookupStates.Get().(*lookupState)
+	defer lookupStates.Put(st)
+	headers := record.ScanOptions{HeadersOnly: true, ReadAhead: lookupReadAhead, MaxReadAhead: readerMaxReadAhead}
+	found, err := s.seek(&st.sc, max(off, startOffset), headers)
 	if err != nil || !found {
 		return 0, false, err
 	}
-	var dec record.Decoder
-	for sc.Next() {
-		b := sc.Batch()
-		if b.MaxTimestamp < ts {
-			continue
+	for st.sc.Next() {
+		if st.sc.Batch().MaxTimestamp < ts {
+			continue // skipped on its header alone
 		}
-		it, err := dec.Records(b)
+		st.sc.Seek(st.sc.Batch().Pos, readerScan)
+		if !st.sc.Next() {
+			break
+		}
+		it, err := st.dec.Records(st.sc.Batch())
 		if err != nil {
 			return 0, false, record.WithFile(err, s.logPath())
 		}
@@ -131,9 +136,19 @@ func (s *segment) findTime(ts int64, startOffset record.Offset) (record.Offset, 
 		if err := it.Err(); err != nil {
 			return 0, false, record.WithFile(err, s.logPath())
 		}
+		st.sc.Seek(st.sc.Pos(), headers)
 	}
-	return 0, false, record.WithFile(sc.Err(), s.logPath())
+	return 0, false, record.WithFile(st.sc.Err(), s.logPath())
 }
+
+// lookupState is the scratch of a lookup by time, pooled so that lookups
+// allocate nothing in the steady state.
+type lookupState struct {
+	sc  record.Scanner
+	dec record.Decoder
+}
+
+var lookupStates = sync.Pool{New: func() any { return new(lookupState) }}
 
 // memIndex is an offset and time index held in memory, built by one scan of
 // a segment's batch headers. It stands in for index files that are missing
