@@ -17,6 +17,7 @@ import (
 
 	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/recovery"
 	"github.com/logfs/logfs/vfs"
 )
 
@@ -25,6 +26,7 @@ type countingFS struct {
 	vfs.FS
 	logBytes atomic.Int64
 	opened   atomic.Int64
+	logSyncs atomic.Int64
 }
 
 func (c *countingFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
@@ -34,14 +36,20 @@ func (c *countingFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File
 	}
 	c.opened.Add(1)
 	if strings.HasSuffix(name, layout.LogSuffix) {
-		return countingFile{File: f, n: &c.logBytes}, nil
+		return countingFile{File: f, n: &c.logBytes, syncs: &c.logSyncs}, nil
 	}
 	return f, nil
 }
 
 type countingFile struct {
 	vfs.File
-	n *atomic.Int64
+	n     *atomic.Int64
+	syncs *atomic.Int64
+}
+
+func (f countingFile) Sync() error {
+	f.syncs.Add(1)
+	return f.File.Sync()
 }
 
 func (f countingFile) ReadAt(p []byte, off int64) (int, error) {
@@ -276,4 +284,29 @@ func TestCloseLeavesTrimmedDurableIndexes(t *testing.T) {
 		}
 	}
 	_ = io.Discard
+}
+
+// TestUncleanOpenSyncsOnlyWhatItRecovered: after a crash, Open makes what
+// recovery scanned durable before it records a new recovery point, but does
+// not fsync the segments the old recovery point already vouched for.
+func TestUncleanOpenSyncsOnlyWhatItRecovered(t *testing.T) {
+	dir := t.TempDir()
+	buildSegments(t, dir, 400)
+	require.NoError(t, os.Remove(filepath.Join(dir, layout.CleanShutdownFile)))
+	// The checkpoint lags the data, as after a crash: offsets from 330 on
+	// were written after it. Segments hold 40 records: 320 and 360 are
+	// scanned and must be fsynced, the eight below are vouched for.
+	tp := recovery.TopicPartition{Topic: "t", Partition: 0}
+	require.NoError(t, recovery.WriteCheckpoint(vfs.Default, filepath.Join(dir, layout.RecoveryPointFile),
+		map[recovery.TopicPartition]record.Offset{tp: 330}))
+	fs := &countingFS{FS: vfs.Default}
+	l, err := Open(dir, Options{FS: fs, Logger: testLogger(t), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	p, err := l.Partition("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, []record.Offset{0, 40, 80, 120, 160, 200, 240, 280, 320, 360}, p.SegmentBases())
+	require.EqualValues(t, 2, fs.logSyncs.Load(), "only the scanned segments are fsynced")
+	require.Equal(t, record.Offset(400), p.RecoveryPoint())
+	require.NoError(t, l.Check())
+	require.NoError(t, l.Close())
 }
