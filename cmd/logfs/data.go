@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -117,11 +118,15 @@ func findPartition(l *storage.Log, topic string, id int) (*storage.Partition, er
 
 func partitionList(t *storage.Topic) string {
 	ps := t.Partitions()
-	switch len(ps) {
-	case 0:
+	if len(ps) == 0 {
 		return "none"
-	case 1:
-		return "only partition " + strconv.Itoa(ps[0].ID())
 	}
-	return fmt.Sprintf("partitions %d to %d", ps[0].ID(), ps[len(ps)-1].ID())
+	ids := make([]string, len(ps))
+	for i, p := range ps {
+		ids[i] = strconv.Itoa(p.ID())
+	}
+	if len(ids) > 8 {
+		ids = append(ids[:3], "…", ids[len(ids)-1])
+	}
+	return "partition" + plural(len(ps)) + " " + strings.Join(ids, ", ")
 }
