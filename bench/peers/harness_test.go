@@ -99,7 +99,9 @@ func TestRunMeasuresEveryCellAndCleansUp(t *testing.T) {
 	require.Contains(t, table.String(), "== record size 4096 B: 300 records")
 	require.Contains(t, table.String(), "liftbridge")
 	require.Contains(t, table.String(), "n/a (readers cannot wait for data): raw, rosedb, tidwall")
-	require.NotContains(t, table.String(), "logfs time/op", "no logfs adapter yet")
+	require.Contains(t, table.String(), "logfs time/op / peer time/op", "logfs is registered: compared with every peer")
+	require.Empty(t, got[key{LogfsName, PhaseLookupTime, 16, 0}].NA)
+	require.Empty(t, got[key{LogfsName, PhaseMixed, 16, 8}].NA, "logfs followers wait with Reader.Wait")
 
 	var js bytes.Buffer
 	require.NoError(t, WriteJSON(&js, rep))
