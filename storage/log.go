@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -125,7 +126,7 @@ func (l *Log) open() error {
 			return fmt.Errorf("%s: not a directory", l.dir)
 		}
 	} else {
-		if err := fs.MkdirAll(l.dir, 0o755); err != nil {
+		if err := mkdirDurable(fs, l.dir); err != nil {
 			return err
 		}
 		lock, err := fs.Lock(filepath.Join(l.dir, layout.LockFile))
@@ -216,6 +217,35 @@ func (l *Log) open() error {
 	if (!clean || l.opts.ForceRecovery) && !l.opts.ReadOnly && len(parts) > 0 {
 		// Make what recovery cut and rebuilt durable, then record it.
 		return l.Sync()
+	}
+	return nil
+}
+
+// mkdirDurable creates dir and its missing parents and syncs the parent of
+// each folder it creates: a new directory is durable only once the entry
+// in its parent is, or a crash loses the data directory with everything
+// synced inside it.
+func mkdirDurable(fs vfs.FS, dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fs.Stat(d); err == nil || !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := fs.SyncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
 	}
 	return nil
 }
