@@ -135,26 +135,6 @@ func TestSealAndCloseDuringLookups(t *testing.T) {
 	require.Equal(t, int32(readers), closedSeen.Load(), "every reader ends on ErrClosed")
 }
 
-func TestCloseDuringAppends(t *testing.T) {
-	x := newOffsetIndex(t, 0, 0)
-	done := make(chan error)
-	go func() {
-		for i := 1; ; i++ {
-			if err := x.Append(record.Offset(i), record.Position(i)); err != nil {
-				done <- err
-				return
-			}
-		}
-	}()
-	for {
-		if n, _ := x.Entries(); n > 1000 {
-			break
-		}
-	}
-	require.NoError(t, x.Close())
-	require.ErrorIs(t, <-done, ErrClosed)
-}
-
 func TestConcurrentFirstUse(t *testing.T) {
 	// KAFKA-9156: many first users of a lazily opened index map it once
 	// and agree on it.

@@ -42,7 +42,10 @@
 // entries (1024 offset entries, 682 time entries) are the warm section,
 // searched first when the target is above its first entry, so that the
 // lookups of consumers near the end of the log touch only pages that
-// every lookup touches and that therefore stay in memory.
+// every lookup touches and that therefore stay in memory. Within a
+// section it halves the range from the upper middle like Kafka, but with
+// a conditional move instead of a branch and without stopping early on an
+// exact match; keys strictly increase, so the answer is the same.
 //
 // # Lifecycle
 //
@@ -82,11 +85,13 @@
 // # Validation
 //
 // Kafka trusts an index file's length and, since KAFKA-7283, does not check
-// indexes at startup; every bug of section 8 of the reference (KAFKA-7076,
-// KAFKA-10207, KAFKA-12734, KAFKA-19200) is an untrimmed or otherwise wrong
-// file that was believed. Here every file is validated when it is first
-// mapped, on every open path, in one pass over the entries with no
-// allocation, and Check runs the same rules again. The file is corrupt when:
+// indexes at startup. KAFKA-7076, KAFKA-10207, KAFKA-12734 and KAFKA-19200
+// were all an untrimmed or otherwise wrong file that was believed: zero
+// entries taken for real ones, a last timestamp of 0 taken for the
+// segment's newest, a full-looking index overrun at the next append. Here
+// every file is validated when it is first mapped, on every open path, in
+// one pass over the entries with no allocation, and Check runs the same
+// rules again. The file is corrupt when:
 //
 //   - its length is not a multiple of the entry size;
 //   - a relative offset is outside [0, MaxInt32];
@@ -108,25 +113,34 @@
 //
 // # Concurrency
 //
-// Any number of goroutines may call Lookup, Entry, Entries, LastEntry,
-// IsFull, MaxEntries, Check, Flush, Path, Base and Mapped at the same time
-// as one another and as a writer. Writers (Append, MaybeAppend, Reset,
-// TruncateTo, Seal, Close, Rename, Delete) are serialised with one another
-// by the index.
+// Readers: Lookup, Entry, Entries, LastEntry, IsFull, MaxEntries, Check,
+// CheckLogSize, Flush, Path, Base and Mapped. Any number of goroutines may
+// call them at any time, concurrently with one another and with the
+// writer. A reader racing with Close or Delete returns ErrClosed.
+//
+// Writers: Append, MaybeAppend, Reset, TruncateTo, Seal, Close, Rename and
+// Delete. They belong to the segment's owner, which calls them one at a
+// time (storage does, under its segment lock). Append and MaybeAppend take
+// no lock at all, which is what keeps an append at a few nanoseconds, so
+// calling one while another writer runs is a bug in the caller: Close
+// could unmap the page being written. The other writers take the writer
+// mutex, which makes them safe with one another and with a reader's first
+// use of a lazily opened index.
 //
 // Two locks, taken in this order:
 //
-//  1. wmu, a mutex held by every writer for its whole run (and by the first
-//     use of a lazily opened index, which maps it);
-//  2. mu, an RWMutex guarding the mapping: readers hold it shared while
-//     they read mapped bytes; remap, unmap, truncation and Reset hold it
-//     exclusively, so munmap never runs under a reader.
+//  1. wmu, the writer mutex, held by Reset, TruncateTo, Seal, Close,
+//     Rename and Delete for their whole run, and by the first use of a
+//     lazily opened index, which maps it (the double check of KAFKA-9156);
+//  2. mu, an RWMutex guarding the mapping. Readers hold it shared while
+//     they read mapped bytes, and it is the only lock on the lookup path;
+//     remap, unmap, truncation and Reset hold it exclusively, so munmap
+//     never runs under a reader.
 //
-// Append and MaybeAppend take only wmu: they write the entry's bytes into
-// the mapping past the published entries, then publish the new count with
-// an atomic store. Readers load the count atomically after taking mu, so
-// they see either the old count or the new one with the entry's bytes
-// complete. A Lookup racing with Close or Delete returns ErrClosed.
+// An append writes the entry's bytes into the mapping past the published
+// entries, then publishes the new count with an atomic store. Readers load
+// the count atomically, under mu, so they see either the old count or the
+// new one with the entry's bytes complete.
 //
 // Mapped bytes never leave the package: entries are decoded with
 // encoding/binary and returned as values. While an index is open its file

@@ -70,15 +70,18 @@ const (
 // and add the meaning of an entry.
 //
 // Lock order: wmu, then mu. Lookups take only mu.RLock (and, on first use,
-// wmu then mu to map the file).
+// wmu then mu to map the file). Append and MaybeAppend take neither: the
+// owner never runs them during another writer, so nothing they read can
+// change under them.
 type file struct {
 	*layout
 	base     record.Offset // immutable
 	maxBytes int64         // immutable; a multiple of entrySize
 
-	// wmu serialises the writers: every method that appends, changes the
-	// mapping or changes the file takes it for its whole run. Holding it
-	// is enough to read the fields below.
+	// wmu serialises the writers other than the appends: every method that
+	// changes the mapping or the file takes it for its whole run, as does
+	// the first use of a lazily opened index. Holding it is enough to read
+	// the fields below.
 	wmu sync.Mutex
 
 	// mu guards the mapping. Readers hold it shared for as long as they
@@ -327,6 +330,26 @@ func (c *file) writableW() error {
 	switch {
 	case c.closed:
 		return ErrClosed
+	case c.err != nil:
+		return c.err
+	case !c.writable:
+		return ErrReadOnly
+	}
+	return nil
+}
+
+// appendErr says why entries cannot be appended, if they cannot. It is
+// the check at the top of Append and MaybeAppend, which take no lock: the
+// caller runs them one at a time and never during another writer (see the
+// package documentation), so the fields it reads cannot change under it.
+// A reader's first use of a lazily opened index does write them; the
+// atomic loaded flag is read first, and such an index is read-only anyway.
+func (c *file) appendErr() error {
+	switch {
+	case c.closed:
+		return ErrClosed
+	case !c.loaded.Load():
+		return ErrReadOnly
 	case c.err != nil:
 		return c.err
 	case !c.writable:

@@ -87,17 +87,10 @@ func timeSlot(data []byte, n int, t int64) int {
 
 // timeSearch is offsetSearch for timestamps.
 func timeSearch(data []byte, lo, hi int, t int64) int {
-	for lo < hi {
-		mid := int(uint(lo+hi+1) >> 1)
-		k := int64(be.Uint64(data[mid*TimeEntrySize:]))
-		switch {
-		case k > t:
-			hi = mid - 1
-		case k < t:
-			lo = mid
-		default:
-			return mid
-		}
+	for n := hi - lo + 1; n > 1; {
+		half := n >> 1
+		lo += half * oneIf(int64(be.Uint64(data[(lo+half)*TimeEntrySize:])) <= t)
+		n -= half
 	}
 	return lo
 }
@@ -110,10 +103,11 @@ func timeSearch(data []byte, lo, hi int, t int64) int {
 // of the base ErrOffsetOverflow. Unless skipFullCheck, the last slot is
 // kept back (ErrFull); roll and close use it for the segment's final
 // entry. With no slot left at all the append is ErrFull either way.
+//
+// MaybeAppend takes no lock: call it from one goroutine at a time and never
+// during another writer (see Concurrency in the package documentation).
 func (x *TimeIndex) MaybeAppend(ts int64, off record.Offset, skipFullCheck bool) error {
-	x.wmu.Lock()
-	defer x.wmu.Unlock()
-	if err := x.writableW(); err != nil {
+	if err := x.appendErr(); err != nil {
 		return err
 	}
 	n := int(x.entries.Load())
