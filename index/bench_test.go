@@ -30,42 +30,32 @@ const (
 	benchKeyStep       = 2                                 // gaps, so targets miss keys too
 )
 
-var (
-	benchSink   int64
-	offsetOnce  sync.Once
-	offsetBench *OffsetIndex
-	timeOnce    sync.Once
-	timeBench   *TimeIndex
-)
+var benchSink int64
 
-// fullOffsetIndex builds the full offset index once for all benchmarks:
-// entry i (from 1) is (base+2i, 3000i).
+// fullOffsetIndex builds a full offset index in b.TempDir(), closed when b
+// ends: entry i (from 1) is (base+2i, 3000i).
 func fullOffsetIndex(b *testing.B) *OffsetIndex {
-	offsetOnce.Do(func() {
-		x, err := CreateOffsetIndex(filepath.Join(b.TempDir(), "bench.index"), benchBase, Options{})
-		require.NoError(b, err)
-		for i := 1; i <= benchOffsetEntries; i++ {
-			require.NoError(b, x.Append(benchBase+record.Offset(benchKeyStep*i), benchPosStep*record.Position(i)))
-		}
-		require.True(b, x.IsFull())
-		offsetBench = x
-	})
-	return offsetBench
+	x, err := CreateOffsetIndex(filepath.Join(b.TempDir(), "bench.index"), benchBase, Options{})
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, x.Close()) })
+	for i := 1; i <= benchOffsetEntries; i++ {
+		require.NoError(b, x.Append(benchBase+record.Offset(benchKeyStep*i), benchPosStep*record.Position(i)))
+	}
+	require.True(b, x.IsFull())
+	return x
 }
 
-// fullTimeIndex builds the full time index once: entry i (from 1) is
-// (ts0+10i, base+i).
+// fullTimeIndex builds a full time index in b.TempDir(), closed when b
+// ends: entry i (from 1) is (ts0+10i, base+i).
 func fullTimeIndex(b *testing.B) *TimeIndex {
-	timeOnce.Do(func() {
-		x, err := CreateTimeIndex(filepath.Join(b.TempDir(), "bench.timeindex"), benchBase, Options{})
-		require.NoError(b, err)
-		for i := 1; i <= benchTimeEntries; i++ {
-			require.NoError(b, x.MaybeAppend(benchTS0+10*int64(i), benchBase+record.Offset(i), false))
-		}
-		require.True(b, x.IsFull())
-		timeBench = x
-	})
-	return timeBench
+	x, err := CreateTimeIndex(filepath.Join(b.TempDir(), "bench.timeindex"), benchBase, Options{})
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, x.Close()) })
+	for i := 1; i <= benchTimeEntries; i++ {
+		require.NoError(b, x.MaybeAppend(benchTS0+10*int64(i), benchBase+record.Offset(i), false))
+	}
+	require.True(b, x.IsFull())
+	return x
 }
 
 // offsetTargets returns targets over entries [from, benchOffsetEntries].
@@ -152,8 +142,7 @@ func timeHeapSearch(targets []int64) func(n int) {
 	}
 }
 
-func benchOffsetLookup(b *testing.B, name string, targets []record.Offset) {
-	x := fullOffsetIndex(b)
+func benchOffsetLookup(b *testing.B, x *OffsetIndex, name string, targets []record.Offset) {
 	base := baseline("offset "+name, offsetHeapSearch(targets))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -168,8 +157,7 @@ func benchOffsetLookup(b *testing.B, name string, targets []record.Offset) {
 	report(b, "lookups", base)
 }
 
-func benchTimeLookup(b *testing.B, name string, targets []int64) {
-	x := fullTimeIndex(b)
+func benchTimeLookup(b *testing.B, x *TimeIndex, name string, targets []int64) {
 	base := baseline("time "+name, timeHeapSearch(targets))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -188,23 +176,27 @@ func benchTimeLookup(b *testing.B, name string, targets []int64) {
 // consumers near the end of the log ask; newest = the last entry; cold =
 // uniform over the whole index.
 func BenchmarkOffsetLookup(b *testing.B) {
+	x := fullOffsetIndex(b)
 	newest := make([]record.Offset, benchTargets)
 	for i := range newest {
 		newest[i] = benchBase + benchKeyStep*benchOffsetEntries
 	}
-	b.Run("warm", func(b *testing.B) { benchOffsetLookup(b, "warm", offsetTargets(benchOffsetEntries-offsetWarmEntries)) })
-	b.Run("newest", func(b *testing.B) { benchOffsetLookup(b, "newest", newest) })
-	b.Run("cold", func(b *testing.B) { benchOffsetLookup(b, "cold", offsetTargets(1)) })
+	b.Run("warm", func(b *testing.B) {
+		benchOffsetLookup(b, x, "warm", offsetTargets(benchOffsetEntries-offsetWarmEntries+1))
+	})
+	b.Run("newest", func(b *testing.B) { benchOffsetLookup(b, x, "newest", newest) })
+	b.Run("cold", func(b *testing.B) { benchOffsetLookup(b, x, "cold", offsetTargets(1)) })
 }
 
 func BenchmarkTimeLookup(b *testing.B) {
+	x := fullTimeIndex(b)
 	newest := make([]int64, benchTargets)
 	for i := range newest {
 		newest[i] = benchTS0 + 10*benchTimeEntries
 	}
-	b.Run("warm", func(b *testing.B) { benchTimeLookup(b, "warm", timeTargets(benchTimeEntries-timeWarmEntries)) })
-	b.Run("newest", func(b *testing.B) { benchTimeLookup(b, "newest", newest) })
-	b.Run("cold", func(b *testing.B) { benchTimeLookup(b, "cold", timeTargets(1)) })
+	b.Run("warm", func(b *testing.B) { benchTimeLookup(b, x, "warm", timeTargets(benchTimeEntries-timeWarmEntries+1)) })
+	b.Run("newest", func(b *testing.B) { benchTimeLookup(b, x, "newest", newest) })
+	b.Run("cold", func(b *testing.B) { benchTimeLookup(b, x, "cold", timeTargets(1)) })
 }
 
 // BenchmarkOffsetAppend appends into a fresh preallocated index, resetting
