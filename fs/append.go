@@ -1,0 +1,293 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/storage"
+)
+
+// appendNode is a partition's append (values) or append.jsonl file:
+// write-only, always empty, each line written to it becomes a record.
+type appendNode struct {
+	gofs.Inode
+	ps    *partState
+	jsonl bool
+}
+
+var (
+	_ = (gofs.NodeGetattrer)((*appendNode)(nil))
+	_ = (gofs.NodeSetattrer)((*appendNode)(nil))
+	_ = (gofs.NodeOpener)((*appendNode)(nil))
+)
+
+func (n *appendNode) name() string {
+	if n.jsonl {
+		return n.ps.path("append.jsonl")
+	}
+	return n.ps.path("append")
+}
+
+func (n *appendNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.ps.f.setAttr(&out.Attr, n.StableAttr().Ino, modeAppend, 0, n.ps.p.ModTime())
+	out.SetTimeout(n.ps.f.opts.AttrTimeout)
+	return 0
+}
+
+// Setattr accepts what shells and touch send: the truncate to 0 of
+// `echo x > append` (the kernel sends it as a SETATTR after the open) and
+// new times, both of which change nothing. Other sizes are EINVAL, owner
+// and mode changes EPERM.
+func (n *appendNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	f := n.ps.f
+	if f.readOnly {
+		return syscall.EROFS
+	}
+	if size, ok := in.GetSize(); ok && size != 0 {
+		return syscall.EINVAL
+	}
+	if in.Valid&(fuse.FATTR_MODE|fuse.FATTR_UID|fuse.FATTR_GID) != 0 {
+		return syscall.EPERM
+	}
+	return n.Getattr(ctx, fh, out)
+}
+
+// Open returns a handle with its own partial-line buffer. Writes use
+// direct I/O, so each write(2) of up to MaxWrite bytes arrives as one
+// request, in the writer's own sizes, not re-chunked by the page cache.
+func (n *appendNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY && n.ps.f.readOnly {
+		return nil, 0, syscall.EROFS
+	}
+	return &appendHandle{n: n}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// appendHandle frames the bytes written through one open file description
+// into records, one per '\n'-terminated line.
+//
+// Each write's complete lines (the first one joined to the partial line
+// left by earlier writes) go to the partition in one Append: one batch,
+// atomic. The bytes after the last newline wait in partial for the next
+// write, and are appended as a record of their own when the file is
+// released (not at FLUSH, which shells send early and per dup). A write
+// that fails appends nothing: an oversized or malformed line fails with
+// EFBIG or EINVAL, and is dropped whole, including the part of it an
+// earlier write buffered; ENOSPC and EIO leave the handle as it was, so
+// the write can be retried.
+type appendHandle struct {
+	n *appendNode
+
+	mu       sync.Mutex
+	partial  []byte           // GUARDED_BY(mu): bytes after the last newline
+	dropping bool             // GUARDED_BY(mu): discarding the rest of an oversized line
+	recs     []storage.Record // GUARDED_BY(mu): scratch
+}
+
+var (
+	_ = (gofs.FileWriter)((*appendHandle)(nil))
+	_ = (gofs.FileReader)((*appendHandle)(nil))
+	_ = (gofs.FileReleaser)((*appendHandle)(nil))
+	_ = (gofs.FileFsyncer)((*appendHandle)(nil))
+	_ = (gofs.FileFlusher)((*appendHandle)(nil))
+)
+
+// Read gives nothing: the append files are write-only and always empty.
+func (h *appendHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return fuse.ReadResultData(nil), 0
+}
+
+// Flush does nothing: see the type's comment.
+func (h *appendHandle) Flush(ctx context.Context) syscall.Errno { return 0 }
+
+// Fsync returns once every record appended to the partition so far
+// (through this handle and any other way) is durable. A partial line is
+// not a record yet and stays buffered.
+func (h *appendHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if err := h.n.ps.p.Sync(); err != nil {
+		return h.n.ps.f.errno(err, "fsync", h.n.name())
+	}
+	return 0
+}
+
+// Write ignores the offset (the file is append-only, whatever the flags)
+// and frames data into records.
+func (h *appendHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n, err := h.write(data)
+	if err != nil {
+		return uint32(n), h.n.ps.f.errno(err, "write", h.n.name())
+	}
+	return uint32(n), 0
+}
+
+// limits returns the topic's max.message.bytes and segment.bytes.
+func (h *appendHandle) limits() (maxMessage, segment int64) {
+	cfg := h.n.ps.p.Topic().Config()
+	return cfg.MaxMessageBytes, cfg.SegmentBytes
+}
+
+// tooLong reports whether a line already n bytes long can no longer become
+// a record under max.message.bytes, whatever follows. For values the line
+// is the value; a JSON line can encode a value in as little as a sixth of
+// its length (\u0000 escapes).
+func (h *appendHandle) tooLong(n int, maxMessage int64) bool {
+	if h.n.jsonl {
+		return int64(n) > 6*maxMessage+4096
+	}
+	return int64(record.HeaderSize+n) > maxMessage
+}
+
+// write frames data and returns how many of its bytes were taken. On an
+// error nothing of the returned count's remainder was appended. A count
+// short of len(data) with no error happens when the bytes after the last
+// newline already make an oversized line: the complete lines are
+// appended, and the kernel hands the rest to the next write, which fails
+// with EFBIG.
+func (h *appendHandle) write(data []byte) (int, error) {
+	maxMessage, segment := h.limits()
+	skipped := 0
+	if h.dropping {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			return 0, fmt.Errorf("%w: the rest of a line over max.message.bytes (%d) is dropped", storage.ErrRecordTooLarge, maxMessage)
+		}
+		h.dropping = false
+		skipped, data = i+1, data[i+1:]
+	}
+	last := bytes.LastIndexByte(data, '\n')
+	if last < 0 {
+		if n := len(h.partial) + len(data); h.tooLong(n, maxMessage) {
+			h.partial, h.dropping = nil, true
+			return skipped, fmt.Errorf("%w: a line of more than %d bytes, over max.message.bytes (%d)", storage.ErrRecordTooLarge, n, maxMessage)
+		}
+		h.partial = append(h.partial, data...)
+		return skipped + len(data), nil
+	}
+	complete, tail := data[:last+1], data[last+1:]
+	taken := skipped + len(data)
+	if h.tooLong(len(tail), maxMessage) {
+		tail, taken = nil, skipped+last+1
+	}
+
+	// The first line is the buffered partial line and the start of data.
+	first := bytes.IndexByte(complete, '\n')
+	var firstLine []byte
+	if len(h.partial) > 0 {
+		firstLine = append(h.partial, complete[:first]...)
+	} else {
+		firstLine = complete[:first]
+	}
+	recs := h.recs[:0]
+	bad := -1 // index of the line that failed, or -1
+	var err error
+	add := func(i int, line []byte) {
+		r, skip, e := h.record(line, maxMessage)
+		switch {
+		case e != nil:
+			bad, err = i, e
+		case !skip:
+			recs = append(recs, r)
+		}
+	}
+	add(0, firstLine)
+	rest := complete[first+1:]
+	for i := 1; len(rest) > 0 && err == nil; i++ {
+		j := bytes.IndexByte(rest, '\n')
+		add(i, rest[:j])
+		rest = rest[j+1:]
+	}
+	h.recs = recs[:0]
+	if err != nil {
+		if bad == 0 {
+			h.partial = h.partial[:0] // the bad line began in an earlier write: drop it all
+		}
+		return skipped, err
+	}
+	if err := h.append(recs, segment); err != nil {
+		return skipped, err
+	}
+	h.partial = append(h.partial[:0], tail...)
+	// The record files are other inodes than this one: invalidating them
+	// here is safe, and makes the records visible to a read that follows
+	// this write(2).
+	h.n.ps.invalidate()
+	return taken, nil
+}
+
+// record turns one line (without its newline) into a record, or fails
+// with ErrInvalidRecord or ErrRecordTooLarge. Blank lines of append.jsonl
+// are skipped; in append, an empty line is a record with an empty value.
+func (h *appendHandle) record(line []byte, maxMessage int64) (r storage.Record, skip bool, err error) {
+	if h.n.jsonl {
+		if len(bytes.TrimSpace(line)) == 0 {
+			return r, true, nil
+		}
+		if r, err = storage.ParseJSONRecord(line); err != nil {
+			return r, false, err
+		}
+	} else {
+		r.Value = line
+	}
+	if n := int64(record.HeaderSize + record.RecordSize(0, 0, r.Key, r.Value, r.Headers)); n > maxMessage {
+		return r, false, fmt.Errorf("%w: a record of %d bytes in a batch of its own, max.message.bytes is %d", storage.ErrRecordTooLarge, n, maxMessage)
+	}
+	return r, false, nil
+}
+
+// append writes recs in one batch. Only when a topic's segment.bytes is
+// smaller than the write does it take several batches, as large as a
+// segment allows.
+func (h *appendHandle) append(recs []storage.Record, segment int64) error {
+	p := h.n.ps.p
+	const slack = 16 // the varint deltas of a record in a batch, at most
+	for len(recs) > 0 {
+		size, n := int64(record.HeaderSize), 0
+		for n < len(recs) {
+			r := &recs[n]
+			rs := int64(record.RecordSize(0, 0, r.Key, r.Value, r.Headers) + slack)
+			if n > 0 && size+rs > segment {
+				break
+			}
+			size += rs
+			n++
+		}
+		if _, err := p.Append(recs[:n]); err != nil {
+			return err
+		}
+		recs = recs[n:]
+	}
+	return nil
+}
+
+// Release appends the partial line left by the last write, if any. The
+// kernel sends RELEASE after the last descriptor of the open file is
+// closed, and does not wait for it: close(2) may return before the record
+// is there.
+func (h *appendHandle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.partial) == 0 || h.dropping {
+		return 0
+	}
+	maxMessage, _ := h.limits()
+	r, skip, err := h.record(h.partial, maxMessage)
+	if err == nil && !skip {
+		if _, err = h.n.ps.p.Append([]storage.Record{r}); err == nil {
+			h.n.ps.invalidate()
+		}
+	}
+	h.partial = nil
+	if err != nil {
+		// Nobody is left to tell: log it.
+		h.n.ps.f.errno(err, "release (appending the last, unterminated line)", h.n.name())
+	}
+	return 0
+}

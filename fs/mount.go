@@ -1,0 +1,428 @@
+package fs
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/logfs/logfs/storage"
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxWrite is the largest READ and WRITE request: 1 MiB, the
+	// kernel's limit (256 pages), so that one write(2) of up to 1 MiB
+	// reaches the append file as one request and lands in one batch, and
+	// cat's reads (st_blksize) are one request each. Reads are answered
+	// from memory (rendered records), never spliced, so the request does
+	// not have to fit a 1 MiB pipe together with its header.
+	DefaultMaxWrite = 1 << 20
+	// DefaultEntryTimeout is how long the kernel may remember a name whose
+	// meaning cannot change: a topic, a partition, its fixed files and
+	// offset/N.
+	DefaultEntryTimeout = time.Second
+	// DefaultAttrTimeout bounds how stale cached attributes (st_size,
+	// mtime) of a record file can be if an invalidation is missed; the
+	// notifier normally refreshes them within NotifyInterval of an append.
+	DefaultAttrTimeout = time.Second
+	// DefaultNotifyInterval is the least time between two invalidations
+	// of one partition's record files: appends in a burst share one.
+	DefaultNotifyInterval = 20 * time.Millisecond
+)
+
+// Options configure a mount. The zero value mounts read-write with the
+// defaults above.
+type Options struct {
+	// ReadOnly refuses every change with EROFS. It is implied by a log
+	// opened read-only.
+	ReadOnly bool
+	// AllowOther lets other users than the one mounting see the files
+	// (needs user_allow_other in /etc/fuse.conf when not root).
+	AllowOther bool
+	// Debug logs every FUSE request and reply (go-fuse's request log) at
+	// slog.LevelInfo.
+	Debug bool
+	// Logger receives errors (each errno with its cause, once) and
+	// diagnostics; nil means slog.Default().
+	Logger *slog.Logger
+
+	// MaxWrite is the largest read and write request in bytes; 0 means
+	// DefaultMaxWrite. It is also st_blksize of record files when it is a
+	// power of two (otherwise the largest power of two below it), so that
+	// cat reads whole requests.
+	MaxWrite int
+	// EntryTimeout is how long the kernel caches stable names; 0 means
+	// DefaultEntryTimeout, <0 means no caching. Names that resolve at
+	// lookup time (offset/earliest, offset/latest, time/T) and names that
+	// do not exist are never cached.
+	EntryTimeout time.Duration
+	// AttrTimeout is how long the kernel caches attributes; 0 means
+	// DefaultAttrTimeout, <0 means no caching.
+	AttrTimeout time.Duration
+	// NotifyInterval is the least time between two invalidations of a
+	// partition's record files; 0 means DefaultNotifyInterval.
+	NotifyInterval time.Duration
+	// FsName is shown as the source in mount(8) and df; "" means
+	// "logfs:" followed by the data directory.
+	FsName string
+	// PageCache serves record files through the kernel's page cache
+	// (kept from one open to the next) instead of with direct I/O: a
+	// second read of the same bytes, and small reads, are then several
+	// times faster, but a first sequential read is about half as fast, the
+	// rendered records take memory a second time, and a reader may see
+	// an append up to AttrTimeout late. See doc.go for the numbers.
+	PageCache bool
+}
+
+func (o Options) withDefaults(l *storage.Log) Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if l.ReadOnly() {
+		o.ReadOnly = true
+	}
+	if o.MaxWrite <= 0 {
+		o.MaxWrite = DefaultMaxWrite
+	}
+	o.EntryTimeout = timeout(o.EntryTimeout, DefaultEntryTimeout)
+	o.AttrTimeout = timeout(o.AttrTimeout, DefaultAttrTimeout)
+	if o.NotifyInterval <= 0 {
+		o.NotifyInterval = DefaultNotifyInterval
+	}
+	if o.FsName == "" {
+		o.FsName = "logfs:" + l.Dir()
+	}
+	return o
+}
+
+func timeout(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// Server is a mounted log.
+type Server struct {
+	fsys       *logFS
+	srv        *fuse.Server
+	mountpoint string
+	done       chan struct{}
+}
+
+// Mount serves l at mountpoint, which must be an empty directory that is
+// not already a mount point, and returns once the kernel has the mount.
+// The caller keeps ownership of l: close it after Wait returns.
+//
+// As root it mounts with mount(2); otherwise it needs fusermount3. When
+// neither works, or /dev/fuse is missing, the error wraps ErrNoFUSE and
+// reads as one line for the user.
+func Mount(mountpoint string, l *storage.Log, o Options) (*Server, error) {
+	o = o.withDefaults(l)
+	if err := checkFUSE(); err != nil {
+		return nil, err
+	}
+	mp, err := checkMountpoint(mountpoint)
+	if err != nil {
+		return nil, err
+	}
+	f := newLogFS(l, o)
+	logLevel := slog.LevelWarn
+	if o.Debug {
+		logLevel = slog.LevelInfo
+	}
+	fuseLog := slog.NewLogLogger(o.Logger.Handler(), logLevel)
+	mo := fuse.MountOptions{
+		AllowOther:    o.AllowOther,
+		Debug:         o.Debug,
+		Logger:        fuseLog,
+		MaxWrite:      o.MaxWrite,
+		FsName:        o.FsName,
+		Name:          "logfs",
+		DisableXAttrs: true,
+		// Reads are answered from rendered bytes in memory, never from a
+		// file descriptor; without this go-fuse would still prepare a pipe
+		// for every reply before falling back to writev.
+		DisableSplice: true,
+		PanicHandler:  f.panicked,
+	}
+	if os.Geteuid() == 0 {
+		// Root mounts with mount(2); fall back to fusermount3 only if
+		// there is one (containers without CAP_SYS_ADMIN).
+		mo.DirectMount = true
+		mo.DirectMountStrict = !haveFusermount()
+	}
+	opts := &gofs.Options{
+		MountOptions: mo,
+		Logger:       fuseLog,
+		UID:          uint32(os.Getuid()),
+		GID:          uint32(os.Getgid()),
+		// EntryTimeout, AttrTimeout and NegativeTimeout stay nil: every
+		// node sets its own (see doc.go), and nothing caches ENOENT.
+	}
+	root := &rootNode{fixedDir: fixedDir{f}}
+	srv, err := gofs.Mount(mp, root, opts)
+	if err != nil {
+		return nil, mountError(mp, err)
+	}
+	closeFUSEOnExec()
+	s := &Server{fsys: f, srv: srv, mountpoint: mp, done: make(chan struct{})}
+	go func() {
+		srv.Wait()
+		f.shutdown()
+		close(s.done)
+	}()
+	o.Logger.Debug("logfs: mounted", "mountpoint", mp, "data", l.Dir(), "read_only", o.ReadOnly)
+	return s, nil
+}
+
+// Mountpoint returns the absolute path the log is mounted on.
+func (s *Server) Mountpoint() string { return s.mountpoint }
+
+// Wait returns when the file system is unmounted, by Unmount or by an
+// external umount, and every background goroutine of the mount has
+// stopped.
+func (s *Server) Wait() { <-s.done }
+
+// Unmount unmounts the file system and waits until it is served no more.
+// It fails (EBUSY) while a process has a file of the mount open or its
+// working directory in it; the mount then stays up.
+func (s *Server) Unmount() error {
+	select {
+	case <-s.done:
+		return nil
+	default:
+	}
+	if err := s.srv.Unmount(); err != nil {
+		return fmt.Errorf("logfs: unmount %s: %w", s.mountpoint, err)
+	}
+	<-s.done
+	return nil
+}
+
+// panicked is go-fuse's PanicHandler: a bug in a node method fails that
+// request with EIO and is logged with its stack; the mount stays up.
+func (f *logFS) panicked(v any) fuse.Status {
+	f.log.Error("logfs: panic in a FUSE operation", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	return fuse.EIO
+}
+
+// checkFUSE explains in one line why the mount cannot work, if it cannot.
+func checkFUSE() error {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return fmt.Errorf("%w: /dev/fuse does not exist (load the fuse kernel module, or give the container the device: --device /dev/fuse)", ErrNoFUSE)
+	}
+	if os.Geteuid() != 0 && !haveFusermount() {
+		return fmt.Errorf("%w: not running as root and no fusermount3 found (install Debian's fuse3 package, or mount as root)", ErrNoFUSE)
+	}
+	return nil
+}
+
+func haveFusermount() bool {
+	for _, name := range []string{"fusermount3", "fusermount"} {
+		if _, err := exec.LookPath(name); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// mountError turns a failure of mount(2) or fusermount into one line.
+func mountError(mp string, err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.EPERM, syscall.EACCES:
+			return fmt.Errorf("%w: mount %s: %v (mount as root, or install Debian's fuse3 package for fusermount3)", ErrNoFUSE, mp, errno)
+		case syscall.ENODEV, syscall.ENXIO, syscall.ENOENT:
+			return fmt.Errorf("%w: mount %s: %v (is the fuse kernel module loaded?)", ErrNoFUSE, mp, errno)
+		}
+	}
+	return fmt.Errorf("logfs: mount %s: %s", mp, strings.TrimSpace(err.Error()))
+}
+
+// checkMountpoint returns the absolute mount point if it is an empty
+// directory that nothing is mounted on.
+func checkMountpoint(dir string) (string, error) {
+	mp, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrMountpoint, err)
+	}
+	fi, err := os.Stat(mp)
+	switch {
+	case errors.Is(err, syscall.ENOTCONN):
+		return "", fmt.Errorf("%w: %s is a stale FUSE mount (its server died); run umount %s", ErrMountpoint, mp, mp)
+	case err != nil:
+		return "", fmt.Errorf("%w: %v", ErrMountpoint, err)
+	case !fi.IsDir():
+		return "", fmt.Errorf("%w: %s is not a directory", ErrMountpoint, mp)
+	}
+	mounted, err := isMountpoint(mp)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrMountpoint, err)
+	}
+	if mounted {
+		return "", fmt.Errorf("%w: %s is already a mount point", ErrMountpoint, mp)
+	}
+	d, err := os.Open(mp)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrMountpoint, err)
+	}
+	defer d.Close()
+	if names, err := d.Readdirnames(1); err != io.EOF {
+		if err != nil {
+			return "", fmt.Errorf("%w: %v", ErrMountpoint, err)
+		}
+		return "", fmt.Errorf("%w: %s is not empty (it holds %s)", ErrMountpoint, mp, names[0])
+	}
+	return mp, nil
+}
+
+// isMountpoint reports whether mp is listed as a mount point in
+// /proc/self/mountinfo (which also catches bind mounts of the same file
+// system, that comparing st_dev with the parent would miss).
+func isMountpoint(mp string) (bool, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && unescapeMountinfo(fields[4]) == mp {
+			return true, nil
+		}
+	}
+	return false, sc.Err()
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for a space) of
+// /proc/self/mountinfo.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// closeFUSEOnExec marks the /dev/fuse descriptors of this process
+// close-on-exec. go-fuse's direct mount opens the device without
+// O_CLOEXEC, so every program the process starts afterwards (a shell, a
+// test's cat) would inherit the connection.
+func closeFUSEOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && target == "/dev/fuse" {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
+
+// logFS is the state one mount shares between its nodes.
+type logFS struct {
+	l        *storage.Log
+	opts     Options
+	log      *slog.Logger
+	readOnly bool
+	mounted  time.Time // mtime of the root and topic directories
+	uid, gid uint32
+	blksize  uint32
+
+	mu     sync.Mutex
+	parts  map[partKey]*partState // GUARDED_BY(mu)
+	closed bool                   // GUARDED_BY(mu)
+}
+
+type partKey struct {
+	topic string
+	id    int
+}
+
+func newLogFS(l *storage.Log, o Options) *logFS {
+	bs := uint32(1)
+	for bs*2 <= uint32(o.MaxWrite) {
+		bs *= 2
+	}
+	return &logFS{
+		l:        l,
+		opts:     o,
+		log:      o.Logger,
+		readOnly: o.ReadOnly,
+		mounted:  time.Now(),
+		uid:      uint32(os.Getuid()),
+		gid:      uint32(os.Getgid()),
+		blksize:  bs,
+		parts:    make(map[partKey]*partState),
+	}
+}
+
+// partition returns the shared state of a partition, starting its
+// notifier on first use.
+func (f *logFS) partition(p *storage.Partition) *partState {
+	k := partKey{p.Topic().Name(), p.ID()}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ps := f.parts[k]; ps != nil {
+		return ps
+	}
+	ps := newPartState(f, p)
+	f.parts[k] = ps
+	if f.closed {
+		ps.stopOnce.Do(func() { close(ps.stop) }) // unmounted meanwhile: notify nothing
+	}
+	go ps.run()
+	return ps
+}
+
+// shutdown stops every notifier and releases the views the nodes hold.
+// It runs once the server has stopped.
+func (f *logFS) shutdown() {
+	f.mu.Lock()
+	f.closed = true
+	parts := make([]*partState, 0, len(f.parts))
+	for _, ps := range f.parts {
+		parts = append(parts, ps)
+	}
+	f.mu.Unlock()
+	for _, ps := range parts {
+		ps.close()
+	}
+}
