@@ -74,6 +74,10 @@ type Log struct {
 
 	report *recovery.Report // what Open's recovery found and did; set once
 
+	// ckptMu serialises checkpoint writes: they share the files' .tmp
+	// names, and two at once could interleave into a corrupt file.
+	ckptMu sync.Mutex
+
 	delMu   sync.Mutex
 	pending map[*delayedJob]struct{} // GUARDED_BY(delMu)
 	running sync.WaitGroup           // delayed jobs being run
@@ -442,6 +446,8 @@ func (l *Log) writeCheckpoints() error {
 	if l.opts.ReadOnly {
 		return nil
 	}
+	l.ckptMu.Lock()
+	defer l.ckptMu.Unlock()
 	rp := map[recovery.TopicPartition]record.Offset{}
 	ls := map[recovery.TopicPartition]record.Offset{}
 	for _, t := range l.allTopics() {
@@ -546,16 +552,48 @@ func (l *Log) flushSoon(p *Partition) {
 
 // EnforceRetention deletes what retention.ms and retention.bytes condemn in
 // every partition now, and returns how many segments went.
+//
+// A partition's condemned segments leave it at once; the log start offsets
+// that hide them are written to the checkpoint, durably, before any of
+// their files is renamed. A crash can keep any subset of the renames (each
+// is its own directory operation), and recovery honours the checkpointed
+// log start, so no subset can leave a hole in the visible log. If the
+// checkpoint cannot be written, the files stay where they are: after a
+// restart the segments are back, under the old log start.
 func (l *Log) EnforceRetention() (int, error) {
-	var n int
+	type condemned struct {
+		p     *Partition
+		segs  []*segment
+		delay time.Duration
+	}
+	var all []condemned
 	var errs []error
 	now := l.now()
 	for _, t := range l.allTopics() {
+		delay := time.Duration(t.Config().FileDeleteDelayMs) * time.Millisecond
 		for _, p := range t.Partitions() {
-			k, err := p.enforceRetention(now)
-			n += k
+			segs, err := p.detachExpired(now)
 			errs = append(errs, err)
+			if len(segs) > 0 {
+				all = append(all, condemned{p, segs, delay})
+			}
 		}
+	}
+	if len(all) == 0 {
+		return 0, errors.Join(errs...)
+	}
+	if err := l.writeCheckpoints(); err != nil {
+		for _, c := range all {
+			for _, s := range c.segs {
+				s.release()
+			}
+		}
+		return 0, errors.Join(append(errs, fmt.Errorf("retention: write the log start offsets first: %w", err))...)
+	}
+	n := 0
+	for _, c := range all {
+		n += len(c.segs)
+		errs = append(errs, c.p.deleteSegments(c.segs, c.delay))
 	}
 	return n, errors.Join(errs...)
 }

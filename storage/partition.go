@@ -397,15 +397,18 @@ func floorSegment(segs []*segment, off record.Offset) int {
 	return i - 1
 }
 
-// enforceRetention deletes the oldest segments that retention.bytes or
-// retention.ms condemn, as Kafka's deleteOldSegments: only a prefix, and the
-// active segment only after rolling a new one when it is condemned too.
-func (p *Partition) enforceRetention(now time.Time) (int, error) {
+// detachExpired removes from the partition the oldest segments that
+// retention.bytes or retention.ms condemn, as Kafka's deleteOldSegments:
+// only a prefix, and the active segment only after rolling a new one when
+// it is condemned too. Readers stop finding them at once and the log start
+// offset moves past them; their files are left for deleteSegments, which
+// runs once the new log start is durable (see Log.EnforceRetention).
+func (p *Partition) detachExpired(now time.Time) ([]*segment, error) {
 	cfg := p.topic.Config()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || p.topic.log.opts.ReadOnly {
-		return 0, nil
+		return nil, nil
 	}
 	segs := p.segments()
 	n := 0
@@ -420,7 +423,7 @@ func (p *Partition) enforceRetention(now time.Time) (int, error) {
 		for n < len(segs) {
 			mt, err := segs[n].maxTimestamp()
 			if err != nil {
-				return 0, err
+				return nil, err
 			}
 			if mt < 0 {
 				mt = segs[n].created.UnixMilli()
@@ -432,26 +435,32 @@ func (p *Partition) enforceRetention(now time.Time) (int, error) {
 		}
 	}
 	if n == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	if n == len(segs) {
 		if segs[n-1].size.Load() == 0 {
 			n-- // an empty active segment stays
+			if n == 0 {
+				return nil, nil
+			}
 		} else if _, err := p.rollLocked(p.EndOffset()); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
-	return n, p.deleteOldestLocked(n, time.Duration(cfg.FileDeleteDelayMs)*time.Millisecond)
-}
-
-// deleteOldestLocked removes the n oldest segments from the partition:
-// readers stop finding them at once, their files are renamed *.deleted, and
-// unlinked after delay. Readers that hold a segment finish it.
-func (p *Partition) deleteOldestLocked(n int, delay time.Duration) error {
-	segs := p.segments()
+	segs = p.segments()
 	doomed := segs[:n]
 	p.setSegments(slices.Clone(segs[n:]))
 	p.start.Store(int64(max(p.StartOffset(), segs[n].base)))
+	p.notify()
+	return doomed, nil
+}
+
+// deleteSegments renames the files of segments detachExpired removed to
+// *.deleted, as Kafka does, and unlinks them after delay; readers that
+// hold a segment finish it. The renames are separate directory operations,
+// so a crash may keep any subset of them: the caller has made the log
+// start offset that hides all of them durable first.
+func (p *Partition) deleteSegments(doomed []*segment, delay time.Duration) error {
 	var errs []error
 	for _, s := range doomed {
 		errs = append(errs, s.markDeleted())
@@ -464,7 +473,6 @@ func (p *Partition) deleteOldestLocked(n int, delay time.Duration) error {
 		})
 	}
 	p.dirDirty.Store(true)
-	p.notify()
 	return errors.Join(errs...)
 }
 
