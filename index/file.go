@@ -116,37 +116,37 @@ type file struct {
 // init fills in what is known before any file is touched. Until the
 // constructor returns the index, no other goroutine can see it, so the
 // constructors set guarded fields without the locks.
-func (c *file) init(path string, base record.Offset, o Options, l *layout) error {
+func (x *file) init(path string, base record.Offset, o Options, l *layout) error {
 	if base < 0 {
-		return fmt.Errorf("%w: base offset %d", ErrInvalidArgument, base)
+		return fmt.Errorf("base offset %d: %w", base, ErrInvalidArgument)
 	}
 	if o.MaxBytes < 0 {
-		return fmt.Errorf("%w: MaxBytes %d", ErrInvalidArgument, o.MaxBytes)
+		return fmt.Errorf("MaxBytes %d: %w", o.MaxBytes, ErrInvalidArgument)
 	}
 	maxBytes := o.MaxBytes
 	if maxBytes == 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	c.layout = l
-	c.base = base
-	c.maxBytes = maxBytes - maxBytes%int64(l.entrySize)
-	c.path = path
-	c.logSize.Store(max(int64(o.LogSize), -1))
+	x.layout = l
+	x.base = base
+	x.maxBytes = maxBytes - maxBytes%int64(l.entrySize)
+	x.path = path
+	x.logSize.Store(max(int64(o.LogSize), -1))
 	return nil
 }
 
 // create makes a new, empty, preallocated index, replacing any file at
 // path.
-func (c *file) create() error {
-	f, err := os.OpenFile(c.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+func (x *file) create() error {
+	f, err := os.OpenFile(x.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
-	c.fd = f
-	if err := c.remap(c.maxBytes, mapWrite); err != nil {
+	x.fd = f
+	if err := x.remap(x.maxBytes, mapWrite); err != nil {
 		return err
 	}
-	c.loaded.Store(true)
+	x.loaded.Store(true)
 	return nil
 }
 
@@ -154,19 +154,19 @@ func (c *file) create() error {
 // mapped on first use. A writable one is mapped and validated now, then
 // extended to its preallocated size (KAFKA-6388: a trimmed index reopened
 // as the active one must not look full).
-func (c *file) open(writable bool) error {
+func (x *file) open(writable bool) error {
 	if !writable {
-		_, err := os.Stat(c.path)
+		_, err := os.Stat(x.path)
 		return err
 	}
-	if err := c.firstMap(); err != nil {
+	if err := x.firstMap(); err != nil {
 		return err
 	}
-	if c.err != nil {
-		return c.err
+	if x.err != nil {
+		return x.err
 	}
-	n := c.entries.Load()
-	return c.remap(max(c.maxBytes, n*int64(c.entrySize)), mapWrite)
+	n := x.entries.Load()
+	return x.remap(max(x.maxBytes, n*int64(x.entrySize)), mapWrite)
 }
 
 // remap is the mapping policy, the one place that sizes an index file and
@@ -179,15 +179,15 @@ func (c *file) open(writable bool) error {
 // index with no entries needs no bytes. Only a writable index keeps its
 // file open, for the next resize: a sealed index costs a mapping but no
 // file descriptor, and an unused one costs neither.
-func (c *file) remap(size int64, mode mapMode) (err error) {
-	if c.data != nil {
-		if err := munmap(c.data); err != nil {
+func (x *file) remap(size int64, mode mapMode) (err error) {
+	if x.data != nil {
+		if err := munmap(x.data); err != nil {
 			return err
 		}
-		c.data = nil
+		x.data = nil
 	}
-	c.writable = false
-	f := c.fd
+	x.writable = false
+	f := x.fd
 	if f == nil {
 		if size < 0 && mode == mapNone {
 			return nil
@@ -196,16 +196,16 @@ func (c *file) remap(size int64, mode mapMode) (err error) {
 		if size >= 0 || mode == mapWrite {
 			flag = os.O_RDWR
 		}
-		if f, err = os.OpenFile(c.path, flag, 0); err != nil {
+		if f, err = os.OpenFile(x.path, flag, 0); err != nil {
 			return err
 		}
 	}
 	defer func() {
 		if mode == mapWrite && err == nil {
-			c.fd = f
+			x.fd = f
 			return
 		}
-		c.fd = nil
+		x.fd = nil
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -220,23 +220,23 @@ func (c *file) remap(size int64, mode mapMode) (err error) {
 		if err := f.Truncate(size); err != nil {
 			return err
 		}
-		if size != c.size {
-			c.resized = true
+		if size != x.size {
+			x.resized = true
 		}
 	}
-	c.size = size
+	x.size = size
 	if mode == mapNone {
 		return nil
 	}
 	if size > 0 {
 		if size > math.MaxInt {
-			return fmt.Errorf("logfs/index: %s: %d bytes is too large to map", c.path, size)
+			return fmt.Errorf("logfs/index: %s: %d bytes is too large to map", x.path, size)
 		}
-		if c.data, err = mmap(f, int(size), mode == mapWrite); err != nil {
+		if x.data, err = mmap(f, int(size), mode == mapWrite); err != nil {
 			return err
 		}
 	}
-	c.writable = mode == mapWrite
+	x.writable = mode == mapWrite
 	return nil
 }
 
@@ -244,69 +244,69 @@ func (c *file) remap(size int64, mode mapMode) (err error) {
 // validation rules, once per index. A corrupt index is unmapped again and
 // keeps its *CorruptError in err for every later call; an I/O error is
 // returned and the next call tries again. The caller holds wmu and mu.
-func (c *file) firstMap() error {
-	if err := c.remap(-1, mapRead); err != nil {
+func (x *file) firstMap() error {
+	if err := x.remap(-1, mapRead); err != nil {
 		return err
 	}
-	es := int64(c.entrySize)
+	es := int64(x.entrySize)
 	var rule string
-	if c.size%es != 0 {
-		rule = fmt.Sprintf("%s: %d bytes, entries are %d", ruleLength, c.size, es)
+	if x.size%es != 0 {
+		rule = fmt.Sprintf("%s: %d bytes, entries are %d", ruleLength, x.size, es)
 	} else {
-		rule = c.check(c.data, c.logSize.Load())
+		rule = x.check(x.data, x.logSize.Load())
 	}
 	if rule != "" {
-		c.err = c.corrupt(rule)
-		if err := c.remap(-1, mapNone); err != nil {
+		x.err = x.corrupt(rule)
+		if err := x.remap(-1, mapNone); err != nil {
 			return err
 		}
 	} else {
-		c.entries.Store(c.size / es)
+		x.entries.Store(x.size / es)
 	}
-	c.loaded.Store(true)
+	x.loaded.Store(true)
 	return nil
 }
 
-func (c *file) corrupt(rule string) *CorruptError {
-	return &CorruptError{File: c.path, Rule: rule}
+func (x *file) corrupt(rule string) *CorruptError {
+	return &CorruptError{File: x.path, Rule: rule}
 }
 
 // load maps the index on first use: the mutex-and-double-check of
 // KAFKA-9156, so two first users cannot both map it.
-func (c *file) load() error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return c.loadW()
+func (x *file) load() error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	return x.loadW()
 }
 
 // loadW is load for a caller that holds wmu.
-func (c *file) loadW() error {
-	if c.loaded.Load() {
+func (x *file) loadW() error {
+	if x.loaded.Load() {
 		return nil
 	}
-	if c.closed {
+	if x.closed {
 		return ErrClosed
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.firstMap()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.firstMap()
 }
 
 // rlock maps the index if this is its first use and takes mu for reading.
 // On success the caller reads data and entries, then calls mu.RUnlock.
-func (c *file) rlock() error {
-	if !c.loaded.Load() {
-		if err := c.load(); err != nil {
+func (x *file) rlock() error {
+	if !x.loaded.Load() {
+		if err := x.load(); err != nil {
 			return err
 		}
 	}
-	c.mu.RLock()
-	if c.closed || c.err != nil {
-		err := c.err
-		if c.closed {
+	x.mu.RLock()
+	if x.closed || x.err != nil {
+		err := x.err
+		if x.closed {
 			err = ErrClosed
 		}
-		c.mu.RUnlock()
+		x.mu.RUnlock()
 		return err
 	}
 	return nil
@@ -314,25 +314,25 @@ func (c *file) rlock() error {
 
 // usableW maps the index if this is its first use and says why it cannot
 // be used, if it cannot. The caller holds wmu.
-func (c *file) usableW() error {
-	if c.closed {
+func (x *file) usableW() error {
+	if x.closed {
 		return ErrClosed
 	}
-	if err := c.loadW(); err != nil {
+	if err := x.loadW(); err != nil {
 		return err
 	}
-	return c.err
+	return x.err
 }
 
 // writableW says why entries cannot be written, if they cannot. The
 // caller holds wmu. A writable index is always mapped, so this never maps.
-func (c *file) writableW() error {
+func (x *file) writableW() error {
 	switch {
-	case c.closed:
+	case x.closed:
 		return ErrClosed
-	case c.err != nil:
-		return c.err
-	case !c.writable:
+	case x.err != nil:
+		return x.err
+	case !x.writable:
 		return ErrReadOnly
 	}
 	return nil
@@ -344,51 +344,51 @@ func (c *file) writableW() error {
 // package documentation), so the fields it reads cannot change under it.
 // A reader's first use of a lazily opened index does write them; the
 // atomic loaded flag is read first, and such an index is read-only anyway.
-func (c *file) appendErr() error {
+func (x *file) appendErr() error {
 	switch {
-	case c.closed:
+	case x.closed:
 		return ErrClosed
-	case !c.loaded.Load():
+	case !x.loaded.Load():
 		return ErrReadOnly
-	case c.err != nil:
-		return c.err
-	case !c.writable:
+	case x.err != nil:
+		return x.err
+	case !x.writable:
 		return ErrReadOnly
 	}
 	return nil
 }
 
 // broken makes a failed remap sticky: the index has no usable mapping.
-func (c *file) broken(op string, err error) error {
-	c.err = fmt.Errorf("logfs/index: %s %s: %w", op, c.path, err)
-	return c.err
+func (x *file) broken(op string, err error) error {
+	x.err = fmt.Errorf("logfs/index: %s %s: %w", op, x.path, err)
+	return x.err
 }
 
 // relAtSlot decodes the relative offset of slot i.
-func (c *file) relAtSlot(i int) uint32 {
-	return be.Uint32(c.data[i*c.entrySize+c.relAt:])
+func (x *file) relAtSlot(i int) uint32 {
+	return be.Uint32(x.data[i*x.entrySize+x.relAt:])
 }
 
 // Entries returns the number of entries, mapping the index if this is its
 // first use.
-func (c *file) Entries() (int, error) {
-	if err := c.rlock(); err != nil {
+func (x *file) Entries() (int, error) {
+	if err := x.rlock(); err != nil {
 		return 0, err
 	}
-	n := c.entries.Load()
-	c.mu.RUnlock()
+	n := x.entries.Load()
+	x.mu.RUnlock()
 	return int(n), nil
 }
 
 // MaxEntries returns the number of slots: the preallocated capacity of a
 // writable index, the entries of a sealed one. It maps the index if this
 // is its first use and returns 0 if it cannot be used.
-func (c *file) MaxEntries() int {
-	if c.rlock() != nil {
+func (x *file) MaxEntries() int {
+	if x.rlock() != nil {
 		return 0
 	}
-	m := len(c.data) / c.entrySize
-	c.mu.RUnlock()
+	m := len(x.data) / x.entrySize
+	x.mu.RUnlock()
 	return m
 }
 
@@ -396,12 +396,12 @@ func (c *file) MaxEntries() int {
 // MaxEntries for the offset index, entries >= MaxEntries-1 for the time
 // index, whose last slot is kept for the entry written at roll and close.
 // A sealed index is full; so is one that cannot be used.
-func (c *file) IsFull() bool {
-	if c.rlock() != nil {
+func (x *file) IsFull() bool {
+	if x.rlock() != nil {
 		return true
 	}
-	full := int(c.entries.Load()) >= len(c.data)/c.entrySize-c.reserve
-	c.mu.RUnlock()
+	full := int(x.entries.Load()) >= len(x.data)/x.entrySize-x.reserve
+	x.mu.RUnlock()
 	return full
 }
 
@@ -409,18 +409,18 @@ func (c *file) IsFull() bool {
 // this is its first use. It returns nil or a *CorruptError (or ErrClosed,
 // or the I/O error that prevented mapping). An offset index checks
 // positions against Options.LogSize, raised by every Append past it.
-func (c *file) Check() error {
-	return c.checkWith(c.logSize.Load())
+func (x *file) Check() error {
+	return x.checkWith(x.logSize.Load())
 }
 
-func (c *file) checkWith(logSize int64) error {
-	if err := c.rlock(); err != nil {
+func (x *file) checkWith(logSize int64) error {
+	if err := x.rlock(); err != nil {
 		return err
 	}
-	defer c.mu.RUnlock()
-	n := int(c.entries.Load())
-	if rule := c.check(c.data[:n*c.entrySize], logSize); rule != "" {
-		return c.corrupt(rule)
+	defer x.mu.RUnlock()
+	n := int(x.entries.Load())
+	if rule := x.check(x.data[:n*x.entrySize], logSize); rule != "" {
+		return x.corrupt(rule)
 	}
 	return nil
 }
@@ -428,60 +428,60 @@ func (c *file) checkWith(logSize int64) error {
 // Reset drops every entry of a writable index and keeps its preallocated
 // size, for recovery to rebuild it. To rebuild a sealed index, create it
 // again.
-func (c *file) Reset() error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if err := c.writableW(); err != nil {
+func (x *file) Reset() error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if err := x.writableW(); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	clear(c.data[:c.entries.Load()*int64(c.entrySize)])
-	c.entries.Store(0)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	clear(x.data[:x.entries.Load()*int64(x.entrySize)])
+	x.entries.Store(0)
 	return nil
 }
 
 // TruncateTo drops every entry whose offset is >= off, as Kafka's
 // truncateTo: when the log is cut at off. A writable index zeroes the
 // dropped slots and keeps its size; a sealed one cuts its file.
-func (c *file) TruncateTo(off record.Offset) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if err := c.usableW(); err != nil {
+func (x *file) TruncateTo(off record.Offset) error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if err := x.usableW(); err != nil {
 		return err
 	}
-	n := int(c.entries.Load())
-	k := c.countBelow(off, n)
+	n := int(x.entries.Load())
+	k := x.countBelow(off, n)
 	if k == n {
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.entries.Store(int64(k))
-	if c.writable {
-		clear(c.data[k*c.entrySize : n*c.entrySize])
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.entries.Store(int64(k))
+	if x.writable {
+		clear(x.data[k*x.entrySize : n*x.entrySize])
 		return nil
 	}
-	if err := c.remap(int64(k*c.entrySize), mapRead); err != nil {
-		return c.broken("truncate", err)
+	if err := x.remap(int64(k*x.entrySize), mapRead); err != nil {
+		return x.broken("truncate", err)
 	}
 	return nil
 }
 
 // countBelow returns how many of the first n entries have an offset below
 // off. Offsets never decrease from one entry to the next.
-func (c *file) countBelow(off record.Offset, n int) int {
-	if off <= c.base {
+func (x *file) countBelow(off record.Offset, n int) int {
+	if off <= x.base {
 		return 0
 	}
-	if off-c.base > math.MaxUint32 {
+	if off-x.base > math.MaxUint32 {
 		return n
 	}
-	t := uint32(off - c.base)
+	t := uint32(off - x.base)
 	lo, hi := 0, n
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if c.relAtSlot(mid) < t {
+		if x.relAtSlot(mid) < t {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -494,19 +494,19 @@ func (c *file) countBelow(off record.Offset, n int) int {
 // read-only. Sealing a sealed or read-only index does nothing. For the
 // time index, append the segment's final entry (MaybeAppend with
 // skipFullCheck) first.
-func (c *file) Seal() error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if c.closed {
+func (x *file) Seal() error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if x.closed {
 		return ErrClosed
 	}
-	if !c.writable {
-		return c.err
+	if !x.writable {
+		return x.err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.remap(c.entries.Load()*int64(c.entrySize), mapRead); err != nil {
-		return c.broken("seal", err)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := x.remap(x.entries.Load()*int64(x.entrySize), mapRead); err != nil {
+		return x.broken("seal", err)
 	}
 	return nil
 }
@@ -515,23 +515,23 @@ func (c *file) Seal() error {
 // only the read lock, so appends go on meanwhile; an entry appended during
 // Flush may or may not be durable when it returns. An index that was never
 // used has nothing to flush.
-func (c *file) Flush() error {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.closed {
+func (x *file) Flush() error {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.closed {
 		return ErrClosed
 	}
-	if c.data != nil {
-		return msync(c.data)
+	if x.data != nil {
+		return msync(x.data)
 	}
-	if !c.resized {
+	if !x.resized {
 		return nil
 	}
 	// Trimmed to nothing: only the new length has to reach the disk.
-	if c.fd != nil {
-		return c.fd.Sync()
+	if x.fd != nil {
+		return x.fd.Sync()
 	}
-	f, err := os.Open(c.path)
+	f, err := os.Open(x.path)
 	if err != nil {
 		return err
 	}
@@ -545,66 +545,66 @@ func (c *file) Flush() error {
 // Close trims a writable index to its entries, unmaps it and closes its
 // file. An index that was never used is closed without being mapped
 // (KAFKA-9373). Close is idempotent; it does not sync (see Flush).
-func (c *file) Close() error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if c.closed {
+func (x *file) Close() error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if x.closed {
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closed = true
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.closed = true
 	trim := int64(-1)
-	if c.writable && c.err == nil {
-		trim = c.entries.Load() * int64(c.entrySize)
+	if x.writable && x.err == nil {
+		trim = x.entries.Load() * int64(x.entrySize)
 	}
-	return c.remap(trim, mapNone)
+	return x.remap(trim, mapNone)
 }
 
 // Rename moves the index file to newPath without mapping it. A mapping,
 // if any, stays valid. It works on a closed index too.
-func (c *file) Rename(newPath string) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := os.Rename(c.path, newPath); err != nil {
+func (x *file) Rename(newPath string) error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := os.Rename(x.path, newPath); err != nil {
 		return err
 	}
-	c.path = newPath
+	x.path = newPath
 	return nil
 }
 
 // Delete closes the index without trimming or mapping it and removes its
 // file. A file that is already gone is not an error.
-func (c *file) Delete() error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closed = true
-	err := c.remap(-1, mapNone)
-	if rerr := os.Remove(c.path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
+func (x *file) Delete() error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.closed = true
+	err := x.remap(-1, mapNone)
+	if rerr := os.Remove(x.path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
 		err = rerr
 	}
 	return err
 }
 
 // Path returns the index file's path.
-func (c *file) Path() string {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.path
+func (x *file) Path() string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.path
 }
 
 // Base returns the segment's base offset, which relative offsets are
 // relative to.
-func (c *file) Base() record.Offset { return c.base }
+func (x *file) Base() record.Offset { return x.base }
 
 // Mapped reports whether the index holds a memory mapping now. An index
 // that was never used does not, and neither does one whose file is empty.
-func (c *file) Mapped() bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.data != nil
+func (x *file) Mapped() bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.data != nil
 }
