@@ -18,6 +18,7 @@ const lookupReadAhead = 8 << 10
 // read-only log replaced by an in-memory one built from the log; the
 // problem is logged once.
 func (s *segment) indexLookup(target record.Offset) (record.Position, error) {
+	s.checkIndexEnds()
 	for try := 0; ; try++ {
 		s.idxMu.RLock()
 		if s.offIdx == nil || s.fallback != nil {
@@ -46,6 +47,7 @@ func (s *segment) indexLookup(target record.Offset) (record.Position, error) {
 // timeLookup returns the offset to start a search by time from: that of the
 // largest time-index entry at or below ts, or the base offset.
 func (s *segment) timeLookup(ts int64) (record.Offset, error) {
+	s.checkIndexEnds()
 	for try := 0; ; try++ {
 		s.idxMu.RLock()
 		if s.timeIdx == nil || s.fallback != nil {

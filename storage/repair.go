@@ -62,10 +62,11 @@ func (s *segment) indexBroken(cause error) bool {
 	return true
 }
 
-// indexesUsableLocked reports whether both index handles exist and pass
-// validation. The caller holds idxMu.
+// indexesUsableLocked reports whether both index handles exist, pass the
+// rules and end where the log says. The caller holds idxMu.
 func (s *segment) indexesUsableLocked() bool {
-	return s.offIdx != nil && s.timeIdx != nil && s.offIdx.Check() == nil && s.timeIdx.Check() == nil
+	return s.offIdx != nil && s.timeIdx != nil && s.offIdx.Check() == nil && s.timeIdx.Check() == nil &&
+		s.indexEndsErrLocked() == nil
 }
 
 // rebuildIndexesLocked replaces the segment's index files with ones built
@@ -94,6 +95,7 @@ func (s *segment) rebuildIndexesLocked() error {
 		s.closeIndexHandlesLocked()
 		return err
 	}
+	s.endsChecked.Store(true)
 	return nil
 }
 
@@ -131,6 +133,13 @@ func (s *segment) openWritableIndexesLocked() error {
 		return nil
 	}
 	err := open()
+	if err == nil && !s.endsChecked.Load() {
+		if err = s.indexEndsErrLocked(); err == nil {
+			s.endsChecked.Store(true)
+		} else if indexUnusable(err) {
+			s.closeIndexHandlesLocked()
+		}
+	}
 	if err == nil || !indexUnusable(err) {
 		return err
 	}
@@ -149,6 +158,7 @@ func (s *segment) repairIndexesForCheck() {
 	if s.cfg.readOnly {
 		return
 	}
+	s.checkIndexEnds()
 	s.idxMu.RLock()
 	var err error
 	if s.offIdx != nil && s.timeIdx != nil && s.fallback == nil {
@@ -158,6 +168,88 @@ func (s *segment) repairIndexesForCheck() {
 	if err != nil && indexUnusable(err) {
 		s.indexBroken(err)
 	}
+}
+
+// checkIndexEnds is the cheap check of a lazily opened segment's indexes
+// on first use, beyond the rules package index applies to every entry when
+// it maps a file: the last entry of each must match the batch it names in
+// the log. A file zeroed by a lost write-back (a single time-index entry
+// (0, base) passes the rules, and would make retention think the segment
+// is from 1970: KAFKA-10207) or left over from a longer log is caught here
+// and repaired as a rule-breaking one. It costs a header read for the
+// offset index and a walk of at most about one index interval of headers
+// for the time index, once per segment.
+func (s *segment) checkIndexEnds() {
+	if s.endsChecked.Load() {
+		return
+	}
+	s.idxMu.RLock()
+	err := s.indexEndsErrLocked()
+	s.idxMu.RUnlock()
+	if err != nil && indexUnusable(err) {
+		s.indexBroken(err)
+	} else if err != nil {
+		return // an I/O error: the reader meets it too; check again next time
+	}
+	s.endsChecked.Store(true)
+}
+
+// indexEndsErrLocked returns a *index.CorruptError when the last entry of
+// an index does not match the log, an I/O error, or nil. The caller holds
+// idxMu.
+func (s *segment) indexEndsErrLocked() error {
+	if s.offIdx == nil || s.timeIdx == nil || s.fallback != nil {
+		return nil
+	}
+	size := record.Position(s.size.Load())
+	var hdr [record.HeaderSize]byte
+	header := func(pos record.Position) (record.BatchHeader, error) {
+		if pos < 0 || pos+record.HeaderSize > size {
+			return record.BatchHeader{}, fmt.Errorf("position %d: %w", pos, io.ErrUnexpectedEOF)
+		}
+		if _, err := s.log.ReadAt(hdr[:], int64(pos)); err != nil {
+			return record.BatchHeader{}, err
+		}
+		return record.ParseHeader(hdr[:], pos)
+	}
+	if n, err := s.offIdx.Entries(); err != nil {
+		return err
+	} else if n > 0 {
+		off, pos, err := s.offIdx.LastEntry()
+		if err != nil {
+			return err
+		}
+		if h, err := header(pos); err != nil || h.LastOffset() != off {
+			return &index.CorruptError{File: s.indexPath(), Rule: fmt.Sprintf(
+				"last entry (%d at %d) does not match the batch there in %s (%v)", off, pos, s.logPath(), err)}
+		}
+	}
+	n, err := s.timeIdx.Entries()
+	if err != nil || n == 0 {
+		return err
+	}
+	ts, off, err := s.timeIdx.LastEntry()
+	if err != nil {
+		return err
+	}
+	_, pos, err := s.offIdx.Lookup(off)
+	if err != nil {
+		return err
+	}
+	bad := &index.CorruptError{File: s.timeIndexPath(), Rule: fmt.Sprintf(
+		"last entry (%d, %d) does not name a batch of %s with that max timestamp", ts, off, s.logPath())}
+	sc := record.NewScanner(s.log, pos, size, record.ScanOptions{HeadersOnly: true, ReadAhead: lookupReadAhead})
+	for sc.Next() {
+		if b := sc.Batch(); b.LastOffset() >= off {
+			// Kafka keys the entry by the batch's last offset; accept any
+			// offset of the batch, as some writers used the record's.
+			if b.BaseOffset > off || b.MaxTimestamp != ts {
+				return bad
+			}
+			return nil
+		}
+	}
+	return bad
 }
 
 // noLogFile stands in, on a read-only log, for the .log of the empty

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -309,4 +310,61 @@ func TestUncleanOpenSyncsOnlyWhatItRecovered(t *testing.T) {
 	require.Equal(t, record.Offset(400), p.RecoveryPoint())
 	require.NoError(t, l.Check())
 	require.NoError(t, l.Close())
+}
+
+// TestIndexEndsCheckedOnFirstUse: index files that pass the entry rules but
+// do not match the log are caught on first use and rebuilt: a time index
+// whose only entry was zeroed by a lost write-back (it reads (0, base), so
+// the segment would look 55 years old to retention.ms: KAFKA-10207), and
+// an offset index left from a longer log.
+func TestIndexEndsCheckedOnFirstUse(t *testing.T) {
+	for _, damage := range []string{"time index zeroed", "offset index stale"} {
+		t.Run(damage, func(t *testing.T) {
+			dir := t.TempDir()
+			l, err := Open(dir, Options{Logger: testLogger(t), RetentionCheckInterval: -1})
+			require.NoError(t, err)
+			// No interval entries: each time index holds only its final entry.
+			top, err := l.CreateTopic("t", 1, small("segment.bytes=2000", "index.interval.bytes=100000", "retention.ms=86400000"))
+			require.NoError(t, err)
+			p, err := top.Partition(0)
+			require.NoError(t, err)
+			now := time.Now().UnixMilli()
+			for i := 0; i < 100; i++ {
+				_, err := p.Append([]Record{{Timestamp: now + int64(i), Value: []byte(fmt.Sprintf("record-%04d-%s", i, strings.Repeat("x", 20)))}})
+				require.NoError(t, err)
+			}
+			require.NoError(t, l.Close())
+			pdir := filepath.Join(dir, "t-0")
+			tix := layout.SegmentPath(pdir, 0, layout.TimeIndexSuffix)
+			orig, err := os.ReadFile(tix)
+			require.NoError(t, err)
+			require.Len(t, orig, 12)
+			switch damage {
+			case "time index zeroed":
+				require.NoError(t, os.WriteFile(tix, make([]byte, 12), 0o644))
+			case "offset index stale":
+				// An entry at a position inside the log that is not a batch start.
+				require.NoError(t, os.WriteFile(layout.SegmentPath(pdir, 0, layout.IndexSuffix), []byte{0, 0, 0, 5, 0, 0, 0, 7}, 0o644))
+			}
+			var logs logCounter
+			l, err = Open(dir, Options{Logger: logs.logger(), RetentionCheckInterval: -1})
+			require.NoError(t, err)
+			p, err = l.Partition("t", 0)
+			require.NoError(t, err)
+			segs, err := p.Segments()
+			require.NoError(t, err)
+			require.Greater(t, len(segs), 2)
+			require.Greater(t, segs[0].MaxTimestamp, now, "the max timestamp comes from the log, not the damaged file")
+			n, err := l.EnforceRetention()
+			require.NoError(t, err)
+			require.Zero(t, n, "nothing is old enough to go")
+			require.Len(t, readAll(t, p, 0), 100)
+			require.NoError(t, l.Check())
+			require.Equal(t, 1, logs.count("rebuilding it from the log"))
+			got, err := os.ReadFile(tix)
+			require.NoError(t, err)
+			require.Equal(t, orig, got, "rebuilt byte for byte")
+			require.NoError(t, l.Close())
+		})
+	}
 }

@@ -36,6 +36,10 @@ type segment struct {
 	// fallback replaces both indexes when they are unusable on a read-only
 	// log: entries built in memory by one scan of the log.
 	fallback *memIndex // GUARDED_BY(idxMu)
+	// endsChecked says the last entry of each index was checked against
+	// the log (or the indexes were built from it in this process); see
+	// checkIndexEnds in repair.go.
+	endsChecked atomic.Bool
 
 	size    atomic.Int64 // committed bytes of the .log
 	durable atomic.Bool  // sealed and flushed: no flush needs to touch it again
@@ -98,6 +102,7 @@ func createSegment(fs vfs.FS, dir string, base record.Offset, cfg *segmentConfig
 		return nil, err
 	}
 	s.writable = true
+	s.endsChecked.Store(true)
 	s.tsOnce.Do(func() {})
 	s.maxTS.Store(record.NoTimestamp)
 	s.maxTSOffset.Store(int64(base))
@@ -222,6 +227,7 @@ func (s *segment) makeWritable() error {
 // its time index, which roll and close always write.
 func (s *segment) loadTimestamps() error {
 	s.tsOnce.Do(func() {
+		s.checkIndexEnds()
 		s.idxMu.RLock()
 		defer s.idxMu.RUnlock()
 		ts, off := record.NoTimestamp, s.base
