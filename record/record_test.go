@@ -463,6 +463,56 @@ func TestScannerSeekReusesWindowAndGrows(t *testing.T) {
 	require.Equal(t, 197, n)
 }
 
+// TestScannerReadsEachByteOnce scans batches as large as the read-ahead,
+// which the header peek cannot take whole: the part it read is kept, not
+// read again.
+func TestScannerReadsEachByteOnce(t *testing.T) {
+	val := bytes.Repeat([]byte("v"), 4000)
+	var log []byte
+	for i := 0; i < 50; i++ {
+		var bl Builder
+		for j := 0; j < 4; j++ {
+			bl.Append(int64(j), nil, val, nil)
+		}
+		raw, err := bl.Build()
+		require.NoError(t, err)
+		SetBaseOffset(raw, Offset(4*i))
+		log = append(log, raw...)
+	}
+	size := len(log) / 50
+	cases := map[string]ScanOptions{
+		"read-ahead below a batch":    {ReadAhead: size / 3},
+		"read-ahead of about a batch": {ReadAhead: size - 100},
+		"read-ahead growing":          {ReadAhead: 512, MaxReadAhead: 4 * size},
+	}
+	for name, opts := range cases {
+		t.Run(name, func(t *testing.T) {
+			br := &byteCountingReader{r: bytes.NewReader(log)}
+			s := NewScanner(br, 0, Position(len(log)), opts)
+			n := 0
+			for s.Next() {
+				require.Equal(t, Offset(4*n), s.Batch().BaseOffset)
+				n++
+			}
+			require.NoError(t, s.Err())
+			require.Equal(t, 50, n)
+			require.EqualValues(t, len(log), br.bytes, "every byte of the log read once")
+		})
+	}
+}
+
+// byteCountingReader counts the bytes read.
+type byteCountingReader struct {
+	r     *bytes.Reader
+	bytes int64
+}
+
+func (c *byteCountingReader) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	c.bytes += int64(n)
+	return n, err
+}
+
 func TestVarintMatchesEncodingBinary(t *testing.T) {
 	for _, v := range []int64{0, 1, -1, 63, -64, 64, -65, 127, 128, 1 << 20, -(1 << 20), 1<<31 - 1, -(1 << 31), 1<<62 + 5, -(1 << 62)} {
 		enc := appendVarint(nil, v)

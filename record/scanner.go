@@ -164,6 +164,9 @@ func (s *Scanner) Pos() Position { return s.pos }
 func (s *Scanner) fail(err error) { s.err = err }
 
 // window returns n bytes of the file starting at s.pos, reading ahead.
+// Bytes at s.pos that an earlier read already brought in (the start of a
+// batch that ran past the end of the window) are kept, not read again: a
+// batch as large as the read-ahead would otherwise be read twice.
 func (s *Scanner) window(n int) ([]byte, error) {
 	off := int(s.pos - s.bufPos)
 	if s.pos >= s.bufPos && off+n <= len(s.buf) {
@@ -175,12 +178,21 @@ func (s *Scanner) window(n int) ([]byte, error) {
 	if want < n {
 		return nil, &CorruptError{Pos: s.pos, Reason: "range ends inside a batch", Err: ErrTruncated}
 	}
-	if cap(s.buf) < want {
-		s.buf = make([]byte, want)
+	var kept []byte
+	if s.pos >= s.bufPos && off < len(s.buf) {
+		kept = s.buf[off:]
 	}
-	s.buf = s.buf[:want]
-	s.bufPos = s.pos
-	got, err := s.r.ReadAt(s.buf, int64(s.pos))
+	buf := s.buf
+	if cap(buf) < want {
+		buf = make([]byte, want)
+	}
+	buf = buf[:want]
+	if off > 0 || cap(s.buf) < want {
+		copy(buf, kept) // a memmove of what is already there beats a pread of it
+	}
+	s.buf, s.bufPos = buf, s.pos
+	got, err := s.r.ReadAt(s.buf[len(kept):], int64(s.pos)+int64(len(kept)))
+	got += len(kept)
 	if got < n {
 		s.buf = s.buf[:0]
 		if err == nil || errors.Is(err, io.EOF) {
