@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"hash/crc32"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// tinyBench is a whole `logfs bench` run shrunk to a few seconds: every
+// phase, two record sizes, two batch sizes, small segments so that the
+// data sets roll.
+func tinyBench(dir string, extra ...string) []string {
+	return append([]string{"bench", "--dir", dir, "-q",
+		"--size", "100,1k", "--batch", "1,8", "--records", "400", "--segment-bytes", "64KiB",
+		"--lookups", "100", "--phase-time", "200ms", "--fsync-time", "20ms",
+		"--readers", "2", "--mixed-records", "300", "--tool-runs", "3", "--segments", "40"}, extra...)
+}
+
+// benchFUSE skips a test that mounts where FUSE cannot work (or fails it
+// under LOGFS_REQUIRE_FUSE=1).
+func benchFUSE(t *testing.T) {
+	t.Helper()
+	why := ""
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		why = "no /dev/fuse"
+	} else if _, err := exec.LookPath("fusermount3"); err != nil && os.Geteuid() != 0 {
+		why = "not root and no fusermount3"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("LOGFS_REQUIRE_FUSE") == "1" {
+		t.Fatalf("FUSE is required (LOGFS_REQUIRE_FUSE=1) but not usable: %s", why)
+	}
+	t.Skipf("FUSE not usable: %s", why)
+}
+
+// requireBenchCleanedUp checks that a run left nothing behind: no data,
+// no mount.
+func requireBenchCleanedUp(t *testing.T, dir string) {
+	t.Helper()
+	require.Empty(t, mountsUnder(dir), "a mount was left behind")
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, ents, "the run's data must be removed")
+}
+
+func TestBenchTable(t *testing.T) {
+	dir := t.TempDir()
+	out := ok(t, dir, "", tinyBench(dir)...)
+	requireBenchCleanedUp(t, dir)
+
+	require.Contains(t, out, "logfs bench: linux/")
+	require.Regexp(t, `load average [0-9.]+ [0-9.]+ [0-9.]+ at start, [0-9.]+ [0-9.]+ [0-9.]+ at end`, out)
+	for _, size := range []string{"== record size 100 B: 400 records", "== record size 1024 B: 400 records"} {
+		require.Contains(t, out, size)
+	}
+	require.Regexp(t, `phase\s+batch\s+subject\s+ops\s+time/op\s+MB/s\s+rec/s\s+p50\s+p99\s+x base\s+checked`, out)
+	// Every storage phase has a logfs row compared with raw.
+	for _, re := range []string{
+		`append\s+1\s+logfs\s+400\s+\S+\s+[0-9.]+\s+\S+\s+\S+\s+\S+\s+[0-9.]+ raw\s+400`,
+		`append\s+8\s+logfs\s+400 .* raw\s+400`,
+		`append\+fsync\s+8\s+logfs .* raw`,
+		`lookup\s+-\s+logfs\s+100 .* raw\s+100`,
+		`lookup-time\s+-\s+logfs\s+100 .* raw\s+100`,
+		`read\s+-\s+logfs\s+400 .* raw\s+400`,
+		`mixed\s+8\s+logfs\s+300 .* raw\s+600 .*readers [0-9]+ MB/s, lag p50`,
+		`read\s+-\s+raw\s+400`,
+	} {
+		require.Regexp(t, re, out)
+	}
+	require.Contains(t, out, "== targets")
+	require.Regexp(t, `(met|MISSED)\s+batched append >= 0.7x raw\s+100 B, batch 8: [0-9.]+x raw`, out)
+	require.Regexp(t, `(met|MISSED)\s+sequential read >= 0.7x raw`, out)
+	require.NotContains(t, out, "WRONG")
+}
+
+func TestBenchJSON(t *testing.T) {
+	dir := t.TempDir()
+	out := ok(t, dir, "", tinyBench(dir, "--json", "--size", "100", "--count", "2")...)
+	requireBenchCleanedUp(t, dir)
+
+	var rep benchReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.Equal(t, []int{100}, rep.Options.Sizes)
+	require.Equal(t, []int64{400}, rep.Records)
+	require.NotEmpty(t, rep.Machine.LoadAvg)
+	require.Zero(t, rep.Wrong)
+	type key struct{ phase, subj string }
+	got := map[key]int{}
+	for _, r := range rep.Results {
+		got[key{r.Phase, r.Subject}]++
+		require.Equal(t, 2, r.Runs, "%+v", r)
+		require.Positive(t, r.NsPerOp, "%+v", r)
+		require.Zero(t, r.Wrong, "%+v", r)
+		if r.Subject == subjLogfs {
+			require.Positive(t, r.VsBase, "%+v", r)
+			require.NotEmpty(t, r.Baseline, "%+v", r)
+			require.Positive(t, r.Verified, "logfs answers are checked: %+v", r)
+		}
+		switch r.Phase {
+		case phLookup, phRead:
+			require.Positive(t, r.Verified, "%+v", r)
+			require.Positive(t, r.MBps, "%+v", r)
+		case phMixed:
+			require.Positive(t, r.LagP99, "%+v", r)
+			require.EqualValues(t, 2*300, r.Verified, "every follower checks every record")
+		}
+	}
+	for _, k := range []key{
+		{phAppend, subjLogfs}, {phAppend, subjRaw}, {phAppendSync, subjLogfs}, {phAppendSync, subjRaw},
+		{phLookup, subjLogfs}, {phLookup, subjRaw}, {phLookupTime, subjLogfs}, {phRead, subjLogfs}, {phRead, subjRaw},
+		{phMixed, subjLogfs},
+	} {
+		want := 1
+		if k.phase == phAppend || k.phase == phAppendSync || k.phase == phMixed {
+			want = 2 // batch 1 and 8
+		}
+		require.Equal(t, want, got[k], "%v", k)
+	}
+	require.NotEmpty(t, rep.Targets)
+}
+
+// corruptFirstValue changes the last byte of the value of offset 0 in the
+// data set and fixes the batch's CRC, so that logfs itself cannot tell:
+// only the benchmark's own checks can.
+func corruptFirstValue(dir string) error {
+	logs, err := filepath.Glob(filepath.Join(dir, benchTopic+"-0", "*.log"))
+	if err != nil || len(logs) == 0 {
+		return os.ErrNotExist
+	}
+	b, err := os.ReadFile(logs[0])
+	if err != nil {
+		return err
+	}
+	size := int(binary.BigEndian.Uint32(b[8:12])) + 12
+	i := bytes.Index(b[:size], []byte("0000000000000000"))
+	if i < 0 {
+		return os.ErrNotExist
+	}
+	end := i + 100 - 1 // 100-byte values
+	b[end] = map[bool]byte{true: 'a', false: 'b'}[b[end] != 'a']
+	binary.BigEndian.PutUint32(b[17:21], crc32.Checksum(b[21:size], crc32.MakeTable(crc32.Castagnoli)))
+	return os.WriteFile(logs[0], b, 0o644)
+}
+
+func TestBenchFailsOnWrongData(t *testing.T) {
+	cases := map[string]struct {
+		phases string
+		mount  bool
+	}{
+		"sequential read":       {phases: "read"},
+		"cat through the mount": {phases: "cat", mount: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if tc.mount {
+				benchFUSE(t)
+			}
+			benchTamper = corruptFirstValue
+			t.Cleanup(func() { benchTamper = nil })
+			dir := t.TempDir()
+			args := tinyBench(dir, "--size", "100", "--batch", "8", "--phases", tc.phases, "--logfs-binary", logfsBin)
+			if tc.mount {
+				args = append(args, "--mount")
+			}
+			var stdout, stderr bytes.Buffer
+			code := run(args, strings.NewReader(""), &stdout, &stderr)
+			require.Equal(t, exitFailure, code, "stdout: %s\nstderr: %s", &stdout, &stderr)
+			require.Contains(t, stderr.String(), "wrong answer")
+			require.Contains(t, stdout.String(), "WRONG")
+			requireBenchCleanedUp(t, dir)
+		})
+	}
+}
+
+func TestBenchMount(t *testing.T) {
+	benchFUSE(t)
+	dir := t.TempDir()
+	out := ok(t, dir, "", tinyBench(dir, "--mount", "--json", "--size", "100", "--phases", "cat,tail,head,cat>>append,memory")...)
+	requireBenchCleanedUp(t, dir)
+
+	var rep benchReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.Zero(t, rep.Wrong)
+	got := map[string]benchResult{}
+	for _, r := range rep.Results {
+		got[r.Phase+"/"+r.Subject] = r
+	}
+	for _, phase := range []string{phCat, phTail, phHead, phCatAppend} {
+		m, p := got[phase+"/"+subjMount], got[phase+"/"+subjPlain]
+		require.Positive(t, m.NsPerOp, phase)
+		require.Positive(t, p.NsPerOp, phase)
+		require.Positive(t, m.Verified, "%s through the mount is checked", phase)
+		require.Equal(t, subjPlain, m.Baseline, phase)
+		require.Positive(t, m.VsBase, phase)
+	}
+	require.EqualValues(t, 400, got[phCat+"/"+subjMount].Records)
+	require.EqualValues(t, 3*400, got[phCatAppend+"/"+subjMount].Verified, "three runs of 400 lines appended")
+
+	mem := rep.Memory
+	require.NotNil(t, mem)
+	require.Equal(t, 40, mem.Segments)
+	require.Len(t, mem.Steps, 3)
+	require.Positive(t, mem.PeakRSS)
+	require.Positive(t, mem.SegmentsRead)
+	// Whether segments nobody read are mapped is a target (reported), not a
+	// property of the benchmark; the counts must add up.
+	require.LessOrEqual(t, mem.MappedUnread, mem.Mapped)
+	require.Equal(t, mem.Mapped, mem.Steps[2].SegsMapped)
+	require.Zero(t, mem.Steps[0].IndexMaps, "a fresh mount of a clean directory maps no index")
+	require.GreaterOrEqual(t, mem.PeakRSS, mem.Steps[0].RSS)
+	require.Positive(t, mem.Verified)
+}
+
+func TestBenchInterruptRemovesEverything(t *testing.T) {
+	args := []string{"--size", "1k", "--records", "2000000", "--max-records", "2000000", "--phases", "append"}
+	if _, err := os.Stat("/dev/fuse"); err == nil && os.Geteuid() == 0 {
+		// Interrupted while mounted: the mount must go too.
+		args = []string{"--mount", "--phases", "tail", "--size", "100", "--records", "1000", "--tool-runs", "1000000"}
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(logfsBin, append([]string{"bench", "--dir", dir}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	time.Sleep(1500 * time.Millisecond)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "stderr: %s", &stderr)
+	require.Equal(t, exitFailure, ee.ExitCode(), "stderr: %s", &stderr)
+	require.Contains(t, stderr.String(), "interrupted; data removed")
+	requireBenchCleanedUp(t, dir)
+}
+
+func TestBenchUsage(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"bench", "--size", "10"},
+		{"bench", "--phases", "nope"},
+		{"bench", "--phases", "cat"},
+		{"bench", "--batch", "64", "--size", "16k", "--segment-bytes", "1MiB"},
+		{"bench", "extra"},
+	} {
+		r := logfs(t, dir, "", args...)
+		require.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
+	}
+}
