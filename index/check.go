@@ -12,16 +12,16 @@ var be = binary.BigEndian
 // followed by the entry and the values that broke it. Each rule is checked
 // in one pass over the entries, without allocating.
 const (
-	ruleLength       = "length is not a multiple of the entry size"
-	ruleZeroEntry    = "all-zero entry (an untrimmed, preallocated tail)"
-	ruleRelRange     = "relative offset out of [0, MaxInt32]"
-	rulePosZero      = "position 0 (Kafka never indexes a segment's first batch)"
-	ruleKeyOrder     = "offsets not strictly increasing"
-	rulePosOrder     = "positions not strictly increasing"
-	rulePosLog       = "position at or past the end of the log"
-	ruleTsNegative   = "negative timestamp"
-	ruleTsOrder      = "timestamps not strictly increasing"
-	ruleOffsetBackwd = "offsets decreasing"
+	ruleLength         = "length is not a multiple of the entry size"
+	ruleZeroEntry      = "all-zero entry (an untrimmed, preallocated tail)"
+	ruleRelRange       = "relative offset out of [0, MaxInt32]"
+	rulePosZero        = "position 0 (Kafka never indexes a segment's first batch)"
+	ruleKeyOrder       = "offsets not strictly increasing"
+	rulePosOrder       = "positions not strictly increasing"
+	rulePosLog         = "position at or past the end of the log"
+	ruleTsNegative     = "negative timestamp"
+	ruleTsOrder        = "timestamps not strictly increasing"
+	ruleOffsetDecrease = "offsets decreasing"
 )
 
 // checkOffsetEntries validates offset-index entries (data holds whole
@@ -76,7 +76,7 @@ func checkTimeEntries(data []byte, _ int64) string {
 		case n > 0 && ts <= prevTs:
 			return fmt.Sprintf("%s: entry %d has timestamp %d after %d", ruleTsOrder, n, ts, prevTs)
 		case n > 0 && rel < prevRel:
-			return fmt.Sprintf("%s: entry %d has relative offset %d after %d", ruleOffsetBackwd, n, rel, prevRel)
+			return fmt.Sprintf("%s: entry %d has relative offset %d after %d", ruleOffsetDecrease, n, rel, prevRel)
 		}
 		prevTs, prevRel = ts, rel
 	}

@@ -75,7 +75,7 @@ func timeCheckCases() map[string]corruptCase {
 		"last timestamp 0, offset kept":   {timeBytes(te{100, 1}, te{200, 5}, te{0, 5}), 0, ruleTsOrder},
 		"timestamps equal":                {timeBytes(te{100, 1}, te{100, 2}), 0, ruleTsOrder},
 		"timestamps decreasing":           {timeBytes(te{100, 1}, te{99, 2}), 0, ruleTsOrder},
-		"offsets decreasing":              {timeBytes(te{100, 2}, te{101, 1}), 0, ruleOffsetBackwd},
+		"offsets decreasing":              {timeBytes(te{100, 2}, te{101, 1}), 0, ruleOffsetDecrease},
 		"negative timestamp":              {timeBytes(te{-1, 1}), 0, ruleTsNegative},
 		"negative timestamp after others": {timeBytes(te{5, 1}, te{-5, 2}), 0, ruleTsNegative},
 		"relative offset negative":        {timeBytes(te{100, 0x80000000}), 0, ruleRelRange},
