@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -599,6 +600,9 @@ func checkCorruptionOutcome(t *testing.T, b *built, sd shutdown, w corruptWant, 
 	rep := l.RecoveryReport()
 	require.Len(t, rep.Partitions, 1)
 	pr := rep.Partitions[0]
+	for _, f := range listDir(t, b.dir) {
+		require.False(t, strings.HasSuffix(f, ".tmp"), "%s left behind", f)
+	}
 	t.Logf("report:\n%s", reportText(rep))
 
 	// The report: the cut, the drops, the removals, the rebuilds, and the

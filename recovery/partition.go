@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 
@@ -113,48 +114,14 @@ func (l *loader) load() error {
 		return l.empty()
 	}
 	recoverFrom := l.recoverFrom(bases)
-	var prev *SegmentResult // the previous segment, when it was scanned
-	for i, base := range bases {
-		f := files.segs[base]
-		logPath := layout.SegmentPath(o.Dir, base, layout.LogSuffix)
-		if base < recoverFrom {
-			if err := l.trusted(base, f); err != nil {
-				return err
-			}
-			prev = nil
-			continue
+	first := sort.Search(len(bases), func(i int) bool { return bases[i] >= recoverFrom })
+	for _, base := range bases[:first] {
+		if err := l.trusted(base, files.segs[base]); err != nil {
+			return err
 		}
-		if prev != nil {
-			if why := l.hole(prev.NextOffset, base); why != "" {
-				if err := l.drop(files, bases[i:], why); err != nil {
-					return err
-				}
-				break
-			}
-		}
-		dropLater := func(res *SegmentResult) error {
-			l.rep.Cuts = append(l.rep.Cuts, Cut{File: logPath, Base: base, At: res.ValidBytes, Bytes: res.Truncated, Reason: reasonOf(res.Reason)})
-			o.Logger.Warn("recovery cut a segment at its first invalid byte", "segment", logPath,
-				"valid_bytes", res.ValidBytes, "cut_bytes", res.Truncated, "reason", res.Reason, "read_only", o.ReadOnly)
-			if i == len(bases)-1 {
-				return nil
-			}
-			return l.drop(files, bases[i+1:], fmt.Sprintf("follows the cut in %s", filepath.Base(logPath)))
-		}
-		res, err := recoverSegment(o.FS, o.Dir, base, o.IndexConfig, o.ReadOnly, dropLater)
-		if err != nil {
-			return fmt.Errorf("recover %s: %w", logPath, err)
-		}
-		l.progress(f.size)
-		l.dirty = l.dirty || !o.ReadOnly // new index files
-		l.rep.ScannedSegments++
-		l.rep.ScannedBytes += int64(f.size)
-		l.st.Segments = append(l.st.Segments, Segment{Base: base, Size: res.ValidBytes, Recovered: true, IndexMissing: o.ReadOnly})
-		l.st.NextOffset = res.NextOffset
-		if res.Truncated > 0 {
-			break // dropLater removed the rest
-		}
-		prev = &res
+	}
+	if err := l.recoverSegments(files, bases[first:]); err != nil {
+		return err
 	}
 	if last := l.st.Segments[len(l.st.Segments)-1]; !last.Recovered {
 		if err := l.lastSegmentEnd(last); err != nil {
@@ -193,6 +160,99 @@ func (l *loader) recoverFrom(bases []record.Offset) record.Offset {
 	}
 	i := sort.Search(len(bases), func(i int) bool { return bases[i] > l.o.RecoveryPoint })
 	return bases[max(i-1, 0)]
+}
+
+// scanWindow is how many segments of a partition recovery scans at once:
+// the scans run ahead of the one whose cut and indexes are being decided,
+// so that a partition with several segments to recover uses every core.
+func scanWindow() int { return min(max(runtime.GOMAXPROCS(0), 1), 4) }
+
+// recoverSegments scans the segments from the one holding the recovery
+// point to the end and decides, in order, what each keeps: a hole before a
+// segment drops it and the rest; an invalid byte cuts the segment there,
+// after the later ones are dropped. The scans (which change no file) run
+// up to scanWindow ahead; a scan whose segment is dropped is discarded.
+func (l *loader) recoverSegments(files *segmentFiles, bases []record.Offset) error {
+	o := l.o
+	type scan struct {
+		done chan struct{}
+		p    *pendingSegment
+		err  error
+	}
+	scans := make([]*scan, len(bases))
+	launch := func(i int) {
+		if i >= len(bases) || scans[i] != nil {
+			return
+		}
+		sc := &scan{done: make(chan struct{})}
+		scans[i] = sc
+		go func() {
+			defer close(sc.done)
+			sc.p, sc.err = scanPending(o.FS, o.Dir, bases[i], o.IndexConfig, o.ReadOnly)
+		}()
+	}
+	// discard waits for the scans launched after i and closes them.
+	discard := func(i int) {
+		for _, sc := range scans[i+1:] {
+			if sc != nil {
+				<-sc.done
+				if sc.err == nil {
+					sc.p.close()
+				}
+			}
+		}
+		clear(scans[i+1:])
+	}
+	window := scanWindow()
+	var prev *SegmentResult // the previous segment
+	for i, base := range bases {
+		for k := i; k < i+window; k++ {
+			launch(k)
+		}
+		sc := scans[i]
+		<-sc.done
+		f := files.segs[base]
+		logPath := layout.SegmentPath(o.Dir, base, layout.LogSuffix)
+		if prev != nil {
+			if why := l.hole(prev.NextOffset, base); why != "" {
+				if sc.err == nil {
+					sc.p.close()
+				}
+				discard(i)
+				return l.drop(files, bases[i:], why)
+			}
+		}
+		if sc.err != nil {
+			discard(i)
+			return fmt.Errorf("recover %s: %w", logPath, sc.err)
+		}
+		dropLater := func(res *SegmentResult) error {
+			l.rep.Cuts = append(l.rep.Cuts, Cut{File: logPath, Base: base, At: res.ValidBytes, Bytes: res.Truncated, Reason: reasonOf(res.Reason)})
+			o.Logger.Warn("recovery cut a segment at its first invalid byte", "segment", logPath,
+				"valid_bytes", res.ValidBytes, "cut_bytes", res.Truncated, "reason", res.Reason, "read_only", o.ReadOnly)
+			discard(i)
+			if i == len(bases)-1 {
+				return nil
+			}
+			return l.drop(files, bases[i+1:], fmt.Sprintf("follows the cut in %s", filepath.Base(logPath)))
+		}
+		res, err := sc.p.commit(dropLater)
+		if err != nil {
+			discard(i)
+			return fmt.Errorf("recover %s: %w", logPath, err)
+		}
+		l.progress(f.size)
+		l.dirty = l.dirty || !o.ReadOnly // new index files
+		l.rep.ScannedSegments++
+		l.rep.ScannedBytes += int64(f.size)
+		l.st.Segments = append(l.st.Segments, Segment{Base: base, Size: res.ValidBytes, Recovered: true, IndexMissing: o.ReadOnly})
+		l.st.NextOffset = res.NextOffset
+		if res.Truncated > 0 {
+			return nil // dropLater removed the rest
+		}
+		prev = &res
+	}
+	return nil
 }
 
 // hole says why a scanned segment that ended at prevNext cannot be followed
