@@ -1,0 +1,230 @@
+package integration
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/logfs/logfs/fs"
+	"github.com/logfs/logfs/layout"
+	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/storage"
+)
+
+// TestTooLarge: a record over max.message.bytes fails its write with
+// EFBIG and appends nothing of that write.
+func TestTooLarge(t *testing.T) {
+	l, _ := newLog(t, nil)
+	p := newPartition(t, l, "small", storage.Overrides{"max.message.bytes": 1000})
+	mnt := mount(t, l, fs.Options{})
+	app := filepath.Join(part(mnt, "small", 0), "append")
+
+	f, err := os.OpenFile(app, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.Write([]byte("fits\n" + strings.Repeat("x", 2000) + "\nalso fits\n"))
+	require.ErrorIs(t, err, syscall.EFBIG)
+	_, err = f.Write([]byte("next\n"))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.Equal(t, record.Offset(1), p.EndOffset())
+	require.Equal(t, "next\n", sh(t, "cat %s", q(filepath.Join(part(mnt, "small", 0), "offset", "0"))))
+
+	// The shell sees the error; the long line is not half-appended.
+	errOut := shFails(t, "head -c 5000 /dev/zero | tr '\\0' y >> %s", q(app))
+	require.Contains(t, errOut, "File too large")
+	require.Equal(t, record.Offset(1), p.EndOffset())
+}
+
+// TestReadOnly: every change is EROFS on a read-only mount, and on a mount
+// of a log opened read-only.
+func TestReadOnly(t *testing.T) {
+	for name, readOnlyLog := range map[string]bool{"option": false, "log": true} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			l, err := storage.Open(dir, storage.Options{Logger: logger(t)})
+			require.NoError(t, err)
+			p := newPartition(t, l, "ro", nil)
+			_, err = p.Append([]storage.Record{{Value: []byte("kept")}})
+			require.NoError(t, err)
+			require.NoError(t, l.Close())
+			l = openLog(t, dir, storage.Options{ReadOnly: readOnlyLog})
+			mnt := mount(t, l, fs.Options{ReadOnly: !readOnlyLog})
+			dir = part(mnt, "ro", 0)
+			require.Contains(t, shFails(t, "echo x >> %s", q(filepath.Join(dir, "append"))), "Read-only file system")
+			_, err = os.OpenFile(filepath.Join(dir, "append.jsonl"), os.O_WRONLY, 0)
+			require.ErrorIs(t, err, syscall.EROFS)
+			require.ErrorIs(t, os.Mkdir(filepath.Join(mnt, "new"), 0o755), syscall.EROFS)
+			require.ErrorIs(t, os.Mkdir(filepath.Join(mnt, "ro", "1"), 0o755), syscall.EROFS)
+			require.ErrorIs(t, os.Remove(filepath.Join(dir, "info")), syscall.EROFS)
+			require.Equal(t, "kept\n", sh(t, "cat %s", q(filepath.Join(dir, "offset", "0"))))
+		})
+	}
+}
+
+// TestNotFound: offsets outside the log, unknown topics and partitions,
+// and names that are no offset or time are ENOENT, and not cached: an
+// offset appears once it is appended.
+func TestNotFound(t *testing.T) {
+	l, _ := newLog(t, storage.Overrides{"segment.bytes": 4096, "retention.bytes": 8192})
+	p := newPartition(t, l, "n", nil)
+	fill(t, p, 400)
+	_, err := l.EnforceRetention()
+	require.NoError(t, err)
+	start, end := p.StartOffset(), p.EndOffset()
+	require.Greater(t, start, record.Offset(0))
+	mnt := mount(t, l, fs.Options{})
+	dir := part(mnt, "n", 0)
+	for _, name := range []string{
+		"nope", "n/1", "n/x", "n/0/nope", "n/0/offset/0", "n/0/offset/" + itoa(start-1), "n/0/offset/" + itoa(end+1),
+		"n/0/offset/abc", "n/0/time/never", "n/0/offset/latest.json",
+	} {
+		_, err := os.Stat(filepath.Join(mnt, name))
+		require.ErrorIs(t, err, syscall.ENOENT, name)
+	}
+	require.Equal(t, line(399)+"\n", sh(t, "cat %s", q(filepath.Join(dir, "offset", itoa(start+(399-start))))))
+	require.Equal(t, "", sh(t, "cat %s", q(filepath.Join(dir, "offset", itoa(end)))))
+
+	// Not cached: offset end+1 exists as soon as it is appended.
+	future := filepath.Join(dir, "offset", itoa(end+1))
+	_, err = os.Stat(future)
+	require.ErrorIs(t, err, syscall.ENOENT)
+	sh(t, "printf 'a\\nb\\n' >> %s", q(filepath.Join(dir, "append")))
+	require.Equal(t, "b\n", sh(t, "cat %s", q(future)))
+	require.Equal(t, "a\nb\n", sh(t, "cat %s", q(filepath.Join(dir, "offset", itoa(end)))))
+}
+
+func itoa(o record.Offset) string { return strconv.FormatInt(int64(o), 10) }
+
+// TestBadJSON: a line of append.jsonl that is not a record object fails
+// its write with EINVAL and appends nothing of it.
+func TestBadJSON(t *testing.T) {
+	l, _ := newLog(t, nil)
+	p := newPartition(t, l, "j", nil)
+	mnt := mount(t, l, fs.Options{})
+	app := filepath.Join(part(mnt, "j", 0), "append.jsonl")
+	for _, bad := range []string{`{"value":"ok"}` + "\nnot json\n", `{"value":1}` + "\n", `{"unknown":"x"}` + "\n", `[1,2]` + "\n"} {
+		f, err := os.OpenFile(app, os.O_WRONLY|os.O_APPEND, 0)
+		require.NoError(t, err)
+		_, err = f.Write([]byte(bad))
+		require.ErrorIs(t, err, syscall.EINVAL, bad)
+		require.NoError(t, f.Close())
+	}
+	require.Contains(t, shFails(t, "echo '{oops' >> %s", q(app)), "Invalid argument")
+	require.Equal(t, record.Offset(0), p.EndOffset())
+}
+
+// TestNoSpace: a full disk fails the write with ENOSPC and leaves no
+// partial record; the mount goes on once there is room.
+func TestNoSpace(t *testing.T) {
+	requireFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	require.NoError(t, syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"))
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	})
+	l := openLog(t, dir, storage.Options{Defaults: storage.Overrides{"segment.index.bytes": 4096}})
+	p := newPartition(t, l, "full", nil)
+	mnt := mount(t, l, fs.Options{})
+	app := filepath.Join(part(mnt, "full", 0), "append")
+	f, err := os.OpenFile(app, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	chunk := []byte(strings.Repeat(strings.Repeat("n", 99)+"\n", 1000)) // 100 KB, 1000 records
+	var werr error
+	for range 40 {
+		if _, werr = f.Write(chunk); werr != nil {
+			break
+		}
+	}
+	require.ErrorIs(t, werr, syscall.ENOSPC)
+	require.NoError(t, f.Close())
+	end := p.EndOffset()
+	require.Equal(t, record.Offset(0), end%1000, "whole writes only")
+	require.NoError(t, p.Check())
+	out, err := os.ReadFile(filepath.Join(part(mnt, "full", 0), "offset", "0"))
+	require.NoError(t, err)
+	require.Equal(t, int(end)*100, len(out))
+}
+
+// TestFsync: after fsync(2) on the append file the records are durable;
+// a copy of the data directory taken then holds them.
+func TestFsync(t *testing.T) {
+	l, data := newLog(t, storage.Overrides{"flush.ms": -1})
+	p := newPartition(t, l, "d", nil)
+	mnt := mount(t, l, fs.Options{})
+	f, err := os.OpenFile(filepath.Join(part(mnt, "d", 0), "append"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.Write([]byte("one\ntwo\n"))
+	require.NoError(t, err)
+	require.Less(t, p.RecoveryPoint(), record.Offset(2), "not flushed yet (flush.ms=-1)")
+	require.NoError(t, f.Sync())
+	require.Equal(t, record.Offset(2), p.RecoveryPoint())
+	require.NoError(t, f.Close())
+
+	copyDir := filepath.Join(t.TempDir(), "copy")
+	sh(t, "cp -a %s %s", q(data), q(copyDir))
+	os.Remove(filepath.Join(copyDir, layout.LockFile))
+	l2 := openLog(t, copyDir, storage.Options{})
+	p2, err := l2.Partition("d", 0)
+	require.NoError(t, err)
+	r, err := p2.NewReader(0)
+	require.NoError(t, err)
+	defer r.Close()
+	var got []string
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		got = append(got, string(rec.Value))
+	}
+	require.Equal(t, []string{"one", "two"}, got)
+}
+
+// TestCorruptBatch: a corrupt batch in an old segment is EIO for the read
+// that reaches it; the rest of the log and the mount go on.
+func TestCorruptBatch(t *testing.T) {
+	dir := t.TempDir()
+	l, err := storage.Open(dir, storage.Options{Logger: logger(t), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	p := newPartition(t, l, "bad", storage.Overrides{"segment.bytes": 16 << 10})
+	want := fill(t, p, 1000)
+	bases := p.SegmentBases()
+	require.Greater(t, len(bases), 3)
+	require.NoError(t, l.Close())
+
+	// Flip a byte in the middle of the second segment: its CRC fails.
+	seg := layout.SegmentPath(filepath.Join(dir, layout.PartitionDirName("bad", 0)), bases[1], layout.LogSuffix)
+	b, err := os.ReadFile(seg)
+	require.NoError(t, err)
+	b[len(b)/2] ^= 0xff
+	require.NoError(t, os.WriteFile(seg, b, 0o644))
+
+	l = openLog(t, dir, storage.Options{ReadOnly: true})
+	mnt := mount(t, l, fs.Options{})
+	off := filepath.Join(part(mnt, "bad", 0), "offset")
+	got, err := os.ReadFile(filepath.Join(off, "0"))
+	require.ErrorIs(t, err, syscall.EIO)
+	require.True(t, strings.HasPrefix(want, string(got)), "what comes before the corrupt batch is right")
+	require.Contains(t, shFails(t, "cat %s > /dev/null", q(filepath.Join(off, "0"))), "Input/output error")
+
+	// Later segments, listings and info still work.
+	p, err = l.Partition("bad", 0)
+	require.NoError(t, err)
+	tail := want[strings.Index(want, line(int(bases[2]))+"\n"):]
+	require.Equal(t, tail, sh(t, "cat %s", q(filepath.Join(off, itoa(bases[2])))))
+	require.Contains(t, sh(t, "ls %s", q(off)), "earliest")
+	require.Contains(t, sh(t, "cat %s", q(filepath.Join(part(mnt, "bad", 0), "info"))), "log_end_offset")
+}
