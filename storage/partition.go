@@ -36,11 +36,11 @@ type Partition struct {
 	id    int
 	dir   string
 
-	mu      sync.Mutex                 // serialises appends, rolls, retention, close
-	segs    atomic.Pointer[[]*segment] // sorted by base offset; replaced, never mutated
-	start   atomic.Int64               // log start offset
-	end     atomic.Int64               // log end offset: the next offset to assign
-	changed atomic.Pointer[chan struct{}]
+	mu      sync.Mutex                    // serialises appends, rolls, retention, close
+	segs    atomic.Pointer[[]*segment]    // sorted by base offset; replaced, never mutated
+	start   atomic.Int64                  // log start offset
+	end     atomic.Int64                  // log end offset: the next offset to assign
+	changed atomic.Pointer[chan struct{}] // handed out by Changed, closed by notify; nil until asked for
 
 	// GUARDED_BY(mu)
 	builder   record.Builder
@@ -59,8 +59,6 @@ type Partition struct {
 
 func newPartition(t *Topic, id int, dir string) *Partition {
 	p := &Partition{topic: t, id: id, dir: dir}
-	ch := make(chan struct{})
-	p.changed.Store(&ch)
 	p.lastFlush.Store(t.log.now().UnixMilli())
 	return p
 }
@@ -99,11 +97,24 @@ func (p *Partition) setSegments(s []*segment) { p.segs.Store(&s) }
 // Changed returns a channel that is closed at the next change of the
 // partition: an append, a roll, a retention deletion, or close. Take the
 // channel before checking the state it guards, then wait on it.
-func (p *Partition) Changed() <-chan struct{} { return *p.changed.Load() }
+func (p *Partition) Changed() <-chan struct{} {
+	for {
+		if ch := p.changed.Load(); ch != nil {
+			return *ch
+		}
+		ch := make(chan struct{})
+		if p.changed.CompareAndSwap(nil, &ch) {
+			return ch
+		}
+	}
+}
 
+// notify closes the channel Changed handed out, if it handed one out since
+// the last change: an append that nobody waits for makes no channel.
 func (p *Partition) notify() {
-	ch := make(chan struct{})
-	close(*p.changed.Swap(&ch))
+	if ch := p.changed.Swap(nil); ch != nil {
+		close(*ch)
+	}
 }
 
 // Wait blocks until the log end offset passes offset, the partition closes,
