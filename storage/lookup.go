@@ -119,10 +119,16 @@ func (s *segment) findTime(ts int64, startOffset record.Offset) (record.Offset, 
 		return 0, false, err
 	}
 	for st.sc.Next() {
-		if st.sc.Batch().MaxTimestamp < ts {
+		h := st.sc.Batch()
+		if h.MaxTimestamp < ts {
 			continue // skipped on its header alone
 		}
-		st.sc.Seek(st.sc.Batch().Pos, readerScan)
+		if h.RecordCount == 1 && h.LastOffsetDelta == 0 && h.BaseOffset >= startOffset {
+			// Found on its header too: the one record of the batch is at
+			// the base offset and its timestamp is the batch's max.
+			return h.BaseOffset, true, nil
+		}
+		st.sc.Seek(h.Pos, readerScan)
 		if !st.sc.Next() {
 			break
 		}
