@@ -193,13 +193,21 @@ func (v *View) renderAt(i int, local int64, want int) ([]byte, error) {
 		e := s.views.get(s, v.format).locate(local)
 		from, at = e.pos, e.rendered
 	}
+	sequential := v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk))
 	v.chunk, v.chunkSeg = v.chunk[:0], i
 	size := record.Position(s.size.Load())
 	if v.scSeg != i || !v.scOK || v.sc.Pos() != from || v.scEnd != size {
-		v.sc.Reset(s.log, from, size, record.ScanOptions{})
+		// Small first reads, growing as the scan goes on: a read in the
+		// middle of a segment (head, tail, a pread) touches little.
+		v.sc.Reset(s.log, from, size, readerScan)
 		v.scSeg, v.scEnd, v.scOK = i, size, true
 	}
-	limit := max(want, viewChunk)
+	// Render ahead only for a reader that reads on: a random read renders
+	// what it asked for.
+	limit := want
+	if sequential {
+		limit = max(want, viewChunk)
+	}
 	for {
 		if !v.sc.Next() {
 			v.scOK = false

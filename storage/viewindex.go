@@ -148,7 +148,7 @@ func (v *viewIndex) locateOffset(off record.Offset) viewEntry {
 func (v *viewIndex) renderedBefore(s *segment, off record.Offset) (int64, error) {
 	e := v.locateOffset(off)
 	size := record.Position(s.size.Load())
-	sc := record.NewScanner(s.log, e.pos, size, record.ScanOptions{})
+	sc := record.NewScanner(s.log, e.pos, size, readerScan)
 	var dec record.Decoder
 	var scratch []byte
 	n := e.rendered
