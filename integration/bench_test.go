@@ -108,10 +108,19 @@ func buildBenchData(data, plain string) error {
 }
 
 // benchMount opens the benchmark data read-only and mounts it.
-func benchMount(b *testing.B) (mnt, data, plain string) {
+func benchMount(b *testing.B, o fs.Options) (mnt, data, plain string) {
 	data, plain = benchData(b)
 	l := openLog(b, data, storage.Options{ReadOnly: true})
-	return mount(b, l, fs.Options{}), data, plain
+	return mount(b, l, o), data, plain
+}
+
+// readModes are the two ways record files can be read (fs.Options.PageCache).
+var readModes = []struct {
+	name string
+	opts fs.Options
+}{
+	{"direct", fs.Options{}},
+	{"pagecache", fs.Options{PageCache: true}},
 }
 
 // timeScript runs a script n times and returns the fastest run.
@@ -154,26 +163,37 @@ func fileSize(b *testing.B, paths ...string) int64 {
 // BenchmarkCat reads the whole 1 GiB partition through the mount with cat,
 // against cat of the raw .log files, both from a warm page cache: the
 // mount's file is read once before the timer starts (see BenchmarkCatCold
-// for the first read).
+// for the first read). It runs with direct I/O (the default) and with
+// fs.Options.PageCache.
 func BenchmarkCat(b *testing.B) {
-	mnt, data, _ := benchMount(b)
-	benchCat(b, data, func(*testing.B) string { return mnt }, true)
+	for _, m := range readModes {
+		b.Run(m.name, func(b *testing.B) {
+			mnt, data, _ := benchMount(b, m.opts)
+			benchCat(b, data, func(*testing.B) string { return mnt }, true)
+		})
+	}
 }
 
 // BenchmarkCatCold is BenchmarkCat with a new mount for every read, so the
 // kernel has nothing of the file cached and every byte is rendered by the
 // mount (the .log files stay in the page cache, as for the baseline).
 func BenchmarkCatCold(b *testing.B) {
-	data, _ := benchData(b)
-	l := openLog(b, data, storage.Options{ReadOnly: true})
-	benchCat(b, data, func(b *testing.B) string {
-		requireFUSE(b)
-		mp := b.TempDir()
-		srv, err := fs.Mount(mp, l, fs.Options{Logger: logger(b)})
-		require.NoError(b, err)
-		b.Cleanup(func() { unmount(b, srv) })
-		return mp
-	}, false)
+	for _, m := range readModes {
+		b.Run(m.name, func(b *testing.B) {
+			data, _ := benchData(b)
+			l := openLog(b, data, storage.Options{ReadOnly: true})
+			benchCat(b, data, func(b *testing.B) string {
+				requireFUSE(b)
+				mp := b.TempDir()
+				o := m.opts
+				o.Logger = logger(b)
+				srv, err := fs.Mount(mp, l, o)
+				require.NoError(b, err)
+				b.Cleanup(func() { unmount(b, srv) })
+				return mp
+			}, false)
+		})
+	}
 }
 
 func benchCat(b *testing.B, data string, mnt func(*testing.B) string, warm bool) {
@@ -211,7 +231,7 @@ func benchCat(b *testing.B, data string, mnt func(*testing.B) string, warm bool)
 // BenchmarkTail runs tail -n 10 on the partition, against tail -n 10 of a
 // plain file with the same bytes.
 func BenchmarkTail(b *testing.B) {
-	mnt, _, plain := benchMount(b)
+	mnt, _, plain := benchMount(b, fs.Options{})
 	base := timeScript(b, 20, "tail -n 10 "+q(plain)+" > /dev/null")
 	file := filepath.Join(part(mnt, benchTopic, 0), "offset", "0")
 	want := sh(b, "tail -n 10 %s", q(plain))
@@ -230,7 +250,7 @@ func BenchmarkTail(b *testing.B) {
 // an open and a read in the middle of the log per op, 100 per shell),
 // against head -n 1 of the plain file.
 func BenchmarkHeadRandom(b *testing.B) {
-	mnt, _, plain := benchMount(b)
+	mnt, _, plain := benchMount(b, fs.Options{})
 	const perShell = 100
 	base := timeScript(b, 5, fmt.Sprintf("for i in $(seq %d); do head -n 1 %s; done > /dev/null", perShell, q(plain)))
 	dir := filepath.Join(part(mnt, benchTopic, 0), "offset")

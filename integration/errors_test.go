@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -227,4 +228,34 @@ func TestCorruptBatch(t *testing.T) {
 	require.Equal(t, tail, sh(t, "cat %s", q(filepath.Join(off, itoa(bases[2])))))
 	require.Contains(t, sh(t, "ls %s", q(off)), "earliest")
 	require.Contains(t, sh(t, "cat %s", q(filepath.Join(part(mnt, "bad", 0), "info"))), "log_end_offset")
+}
+
+// TestMountpoints: Mount refuses a mount point that is not an empty
+// directory or is mounted already; an external umount ends Wait.
+func TestMountpoints(t *testing.T) {
+	l, _ := newLog(t, nil)
+	srv, mnt := mountServer(t, l, fs.Options{})
+	_, err := fs.Mount(mnt, l, fs.Options{Logger: logger(t)})
+	require.ErrorIs(t, err, fs.ErrMountpoint)
+	require.Contains(t, err.Error(), "already a mount point")
+
+	full := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(full, "x"), nil, 0o644))
+	_, err = fs.Mount(full, l, fs.Options{Logger: logger(t)})
+	require.ErrorIs(t, err, fs.ErrMountpoint)
+	_, err = fs.Mount(filepath.Join(full, "x"), l, fs.Options{Logger: logger(t)})
+	require.ErrorIs(t, err, fs.ErrMountpoint)
+	_, err = fs.Mount(filepath.Join(full, "missing"), l, fs.Options{Logger: logger(t)})
+	require.ErrorIs(t, err, fs.ErrMountpoint)
+
+	sh(t, "umount %s", q(mnt))
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return after umount")
+	}
+	require.NoError(t, srv.Unmount(), "unmounting an unmounted server is a no-op")
+	require.NotContains(t, sh(t, "cat /proc/self/mounts"), mnt)
 }

@@ -121,6 +121,13 @@ func openLog(t testing.TB, dir string, o storage.Options) *storage.Log {
 // log closes). It returns the mount point.
 func mount(t testing.TB, l *storage.Log, o fs.Options) string {
 	t.Helper()
+	_, mp := mountServer(t, l, o)
+	return mp
+}
+
+// mountServer is mount, also returning the server.
+func mountServer(t testing.TB, l *storage.Log, o fs.Options) (*fs.Server, string) {
+	t.Helper()
 	requireFUSE(t)
 	mp := t.TempDir()
 	if o.Logger == nil {
@@ -134,7 +141,7 @@ func mount(t testing.TB, l *storage.Log, o fs.Options) string {
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() { unmount(t, srv) })
-	return mp
+	return srv, mp
 }
 
 // unmount unmounts, retrying while processes still let go of their files,
