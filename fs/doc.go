@@ -63,15 +63,19 @@
 // (FUSE_AUTO_INVAL_DATA, which go-fuse negotiates), before it reads past
 // the old end.
 //
-// Measured on the 2-core development machine (1 GiB partition of 1 KiB
-// records in 16 KiB batches, `cat offset/0 > /dev/null`, warm .log files,
-// raw cat of the .log files ≈ 4.5–7 GB/s in the same runs): direct I/O
-// ≈ 1.0–1.2 GB/s for every read; page cache ≈ 0.5–0.8 GB/s for the first
-// read of a file and ≈ 3–4.4 GB/s for the next ones; dd bs=4k of the whole
-// file 3.3 s with direct I/O against 0.3 s from the page cache. Direct I/O
-// is the default because most reads of a log are a single pass (cat,
-// grep, tail) and it is the fastest and freshest one; integration's
-// benchmarks measure both.
+// Measured with integration's benchmarks on the 2-core development machine
+// (shared, so absolute figures moved by 2x between runs; the ratios are to
+// plain files measured in the same run): a 1 GiB partition of 1 KiB
+// records in 16 KiB batches, `cat offset/0 > /dev/null`, the .log files in
+// the page cache. Direct I/O: 0.7–1.3 GB/s, 0.24–0.41x cat of the raw
+// .log files, the same for a first and a later read. Page cache: a first
+// read 0.27–0.8 GB/s (0.08–0.2x), later reads 2–3.4 GB/s (0.74–0.86x); dd
+// bs=4k of the whole file 3.3 s with direct I/O against 0.3 s from the
+// page cache. The server's time goes to copying: a pread of the .log, the
+// rendering, and the reply (writev), against one copy for cat of a plain
+// file. Direct I/O is the default because most reads of a log are a single
+// pass (cat, grep, tail) and it is the fastest and freshest one there;
+// PageCache is for data read again and again.
 //
 // Requests are up to Options.MaxWrite (1 MiB by default: the kernel's
 // limit of 256 pages), and st_blksize is the largest power of two not
@@ -163,12 +167,14 @@
 //
 // Operations run concurrently, one goroutine each (go-fuse). Nodes hold
 // no mutable state but the partition's shared partState, whose mutex
-// guards its sets of known record nodes and of inodes with fresh
-// attributes; it is never held while calling the kernel or storage. Lock
-// order: appendHandle.mu, then partState.mu (logFS.mu is taken alone).
-// Reads of one open file are serialised by its View; different opens read
-// in parallel. Appends through any number of opens are serialised by the
-// partition.
+// guards its set of record nodes the kernel holds (a lookup of a file the
+// kernel already has returns that node, so go-fuse never has to choose
+// between two) and its set of inodes with fresh attributes; it is held
+// around go-fuse's NewInode but never while calling the kernel or
+// storage. Lock order: appendHandle.mu, then partState.mu; logFS.mu is
+// taken alone. Reads of one open file are serialised by its View;
+// different opens read in parallel. Appends through any number of opens
+// are serialised by the partition.
 //
 // # Mounting
 //

@@ -11,17 +11,19 @@ import (
 	"github.com/logfs/logfs/storage"
 )
 
-// partState is what the nodes of one partition share: the partition and
-// the notifier that tells the kernel when the partition's files grew.
+// partState is what the nodes of one partition share: the partition, the
+// record nodes the kernel holds, and the notifier that tells the kernel
+// when the partition's files grew.
 //
 // The notifier is a goroutine that sleeps on Partition.Changed and, after
 // every change (an append through the mount or any other, a roll, a
-// retention deletion), invalidates the cached attributes of every file of
-// the partition the kernel is known to hold, so that st_size and mtime
-// are fresh on the next stat: that is what tail -f polls. It runs outside
-// every FUSE operation, as go-fuse requires of Notify calls (a notify from
-// inside an operation on the same inode can deadlock the kernel), and it
-// never holds mu while notifying, so no operation ever waits for it.
+// retention deletion), invalidates the cached attributes of the
+// partition's files whose attributes the kernel got since they were last
+// invalidated, so that st_size and mtime are fresh on the next stat: that
+// is what tail -f polls. It runs outside every FUSE operation, as go-fuse
+// requires of Notify calls (a notify from inside an operation on the same
+// inode can deadlock the kernel), and it never holds mu while notifying,
+// so no operation ever waits for it.
 type partState struct {
 	f     *logFS
 	p     *storage.Partition
