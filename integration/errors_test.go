@@ -248,6 +248,9 @@ func TestMountpoints(t *testing.T) {
 	_, err = fs.Mount(filepath.Join(full, "missing"), l, fs.Options{Logger: logger(t)})
 	require.ErrorIs(t, err, fs.ErrMountpoint)
 
+	// Programs started after the mount do not inherit its /dev/fuse.
+	require.NotContains(t, sh(t, "ls -l /proc/self/fd/"), "/dev/fuse")
+
 	sh(t, "umount %s", q(mnt))
 	done := make(chan struct{})
 	go func() { srv.Wait(); close(done) }()
