@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/logfs/logfs/fs"
+	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/record"
 	"github.com/logfs/logfs/storage"
 )
@@ -201,4 +202,32 @@ func TestMkdir(t *testing.T) {
 	_, err := os.OpenFile(filepath.Join(mnt, "orders", "0", "offset", "0"), os.O_WRONLY, 0)
 	require.ErrorIs(t, err, syscall.EACCES)
 	require.Equal(t, "0\nearliest\nlatest\n", sh(t, "ls %s", q(filepath.Join(mnt, "orders", "0", "offset"))))
+}
+
+// TestOneWriteOneBatch: the lines of one write(2) of 1 MiB land in one
+// batch.
+func TestOneWriteOneBatch(t *testing.T) {
+	l, _ := newLog(t, nil)
+	p := newPartition(t, l, "b", nil)
+	mnt := mount(t, l, fs.Options{})
+	data := []byte(strings.Repeat(strings.Repeat("b", 1023)+"\n", 1024)) // 1 MiB, a page-aligned buffer
+	f, err := os.OpenFile(filepath.Join(part(mnt, "b", 0), "append"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	n, err := f.Write(data)
+	require.NoError(t, err)
+	require.Equal(t, len(data), n)
+	require.NoError(t, f.Close())
+	require.Equal(t, record.Offset(1024), p.EndOffset())
+
+	logFile := filepath.Join(p.Dir(), layout.SegmentFileName(0, layout.LogSuffix))
+	lf, err := os.Open(logFile)
+	require.NoError(t, err)
+	defer lf.Close()
+	sc := record.NewScanner(lf, 0, record.Position(p.Size()), record.ScanOptions{HeadersOnly: true})
+	var batches []int32
+	for sc.Next() {
+		batches = append(batches, sc.Batch().RecordCount)
+	}
+	require.NoError(t, sc.Err())
+	require.Equal(t, []int32{1024}, batches)
 }
