@@ -198,9 +198,9 @@ func (l *Log) open() error {
 	}
 	states, errs, report := recovery.LoadAll(opts, recovery.LoadOptions{Threads: l.opts.RecoveryThreads, Logger: l.logger})
 	l.report = report
+	topics := make([]*Topic, len(parts))
 	for i, p := range parts {
 		if errs[i] != nil {
-			l.closeTopics()
 			return fmt.Errorf("load %s: %w", p.dir, errs[i])
 		}
 		t := l.topics[p.topic]
@@ -208,15 +208,22 @@ func (l *Log) open() error {
 			t = newTopic(l, p.topic, overrides[p.topic])
 			l.topics[p.topic] = t
 		}
-		part, err := l.openPartition(t, p.id, p.dir, states[i])
-		if err != nil {
-			l.closeTopics()
-			return err
-		}
+		topics[i] = t
+	}
+	dirs := make([]string, len(parts))
+	for i, p := range parts {
+		dirs[i] = p.dir
+	}
+	segs, err := l.openSegments(topics, dirs, states)
+	if err != nil {
+		return err
+	}
+	for i, p := range parts {
+		t := topics[i]
 		for len(t.partitions) <= p.id {
 			t.partitions = append(t.partitions, nil)
 		}
-		t.partitions[p.id] = part
+		t.partitions[p.id] = l.openPartition(t, p.id, p.dir, states[i], segs[i])
 	}
 	if (!clean || l.opts.ForceRecovery) && !l.opts.ReadOnly && len(parts) > 0 {
 		// Make what recovery cut and rebuilt durable, then record it.
@@ -282,21 +289,62 @@ func (l *Log) readTopicConfig(path string) (Overrides, error) {
 	return o, nil
 }
 
-// openPartition opens the segments of a loaded partition.
-func (l *Log) openPartition(t *Topic, id int, dir string, st *recovery.PartitionState) (*Partition, error) {
-	p := newPartition(t, id, dir)
-	cfg := t.segmentConfig()
-	segs := make([]*segment, 0, len(st.Segments))
-	for _, s := range st.Segments {
-		seg, err := openSegment(l.fs, dir, s.Base, s.Size, cfg, s.IndexMissing, l.logger)
-		if err != nil {
-			for _, s := range segs {
-				s.release()
-			}
-			return nil, fmt.Errorf("open segment %d of %s: %w", s.Base, dir, err)
-		}
-		segs = append(segs, seg)
+// openSegments opens the segments of every loaded partition, on a pool of
+// RecoveryThreads workers: after a clean shutdown, opening a large data
+// directory is nothing but these opens and stats (no log byte is read and
+// no index mapped), tens of thousands of them.
+func (l *Log) openSegments(topics []*Topic, dirs []string, states []*recovery.PartitionState) ([][]*segment, error) {
+	out := make([][]*segment, len(states))
+	cfgs := make([]*segmentConfig, len(states))
+	for i, st := range states {
+		out[i] = make([]*segment, len(st.Segments))
+		cfgs[i] = topics[i].segmentConfig()
 	}
+	type job struct{ p, s int }
+	jobs := make(chan job, 1024)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for w := 0; w < max(l.opts.RecoveryThreads, 1); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				s := states[j.p].Segments[j.s]
+				seg, err := openSegment(l.fs, dirs[j.p], s.Base, s.Size, cfgs[j.p], s.IndexMissing, l.logger)
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("open segment %d of %s: %w", s.Base, dirs[j.p], err))
+					mu.Unlock()
+					continue
+				}
+				out[j.p][j.s] = seg
+			}
+		}()
+	}
+	for i, st := range states {
+		for k := range st.Segments {
+			jobs <- job{i, k}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if len(errs) > 0 {
+		for _, segs := range out {
+			for _, s := range segs {
+				if s != nil {
+					s.release()
+				}
+			}
+		}
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// openPartition makes a partition of a loaded partition's opened segments.
+func (l *Log) openPartition(t *Topic, id int, dir string, st *recovery.PartitionState, segs []*segment) *Partition {
+	p := newPartition(t, id, dir)
 	for i, s := range segs[:len(segs)-1] {
 		s.frozen.Store(true)
 		s.sealed = true
@@ -310,7 +358,7 @@ func (l *Log) openPartition(t *Topic, id int, dir string, st *recovery.Partition
 	p.end.Store(int64(st.NextOffset))
 	p.flushedTo.Store(int64(st.RecoveryPoint))
 	p.recovered = RecoveryReport{ScannedBytes: st.ScannedBytes, CutBytes: st.TruncatedBytes, Dropped: slices.Clone(st.Dropped)}
-	return p, nil
+	return p
 }
 
 // RecoveryReport returns what Open found and did: the segments it scanned,

@@ -24,6 +24,7 @@ import (
 type segment struct {
 	base record.Offset
 	dir  string
+	stem string // dir/<base>: the files' path without a suffix
 	fs   vfs.FS
 	log  vfs.File
 	cfg  *segmentConfig
@@ -76,16 +77,17 @@ type segmentConfig struct {
 	readOnly      bool
 }
 
-func (s *segment) logPath() string   { return layout.SegmentPath(s.dir, s.base, layout.LogSuffix) }
-func (s *segment) indexPath() string { return layout.SegmentPath(s.dir, s.base, layout.IndexSuffix) }
-func (s *segment) timeIndexPath() string {
-	return layout.SegmentPath(s.dir, s.base, layout.TimeIndexSuffix)
-}
+// The segment's file names share a stem, dir/<base, 20 digits>, formatted
+// once: opening a data directory of 10,000 segments is mostly opens and
+// stats, and formatting each name several times was a tenth of it.
+func (s *segment) logPath() string       { return s.stem + layout.LogSuffix }
+func (s *segment) indexPath() string     { return s.stem + layout.IndexSuffix }
+func (s *segment) timeIndexPath() string { return s.stem + layout.TimeIndexSuffix }
 
 // createSegment makes a new, empty active segment. Stale files that already
 // carry its name (left by a crash between roll and checkpoint) are replaced.
 func createSegment(fs vfs.FS, dir string, base record.Offset, cfg *segmentConfig, logger *slog.Logger) (*segment, error) {
-	s := &segment{base: base, dir: dir, fs: fs, cfg: cfg, logger: logger, created: time.Now(), rollTS: record.NoTimestamp, rollTSKnown: true}
+	s := &segment{base: base, dir: dir, stem: layout.SegmentPath(dir, base, ""), fs: fs, cfg: cfg, logger: logger, created: time.Now(), rollTS: record.NoTimestamp, rollTSKnown: true}
 	f, err := fs.OpenFile(s.logPath(), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
@@ -119,7 +121,7 @@ func createSegment(fs vfs.FS, dir string, base record.Offset, cfg *segmentConfig
 // bytes. Its indexes are opened lazily: nothing is mapped until a read or an
 // append needs it.
 func openSegment(fs vfs.FS, dir string, base record.Offset, logSize record.Position, cfg *segmentConfig, indexMissing bool, logger *slog.Logger) (*segment, error) {
-	s := &segment{base: base, dir: dir, fs: fs, cfg: cfg, logger: logger}
+	s := &segment{base: base, dir: dir, stem: layout.SegmentPath(dir, base, ""), fs: fs, cfg: cfg, logger: logger}
 	flag := os.O_RDWR
 	if cfg.readOnly {
 		flag = os.O_RDONLY
@@ -132,8 +134,17 @@ func openSegment(fs vfs.FS, dir string, base record.Offset, logSize record.Posit
 		return nil, err
 	}
 	s.log = f
+	st, err := f.Stat()
+	if logSize < 0 {
+		// A segment a clean load trusted without looking: the file's length.
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		logSize = record.Position(st.Size())
+	}
 	s.size.Store(int64(logSize))
-	if st, err := f.Stat(); err == nil {
+	if err == nil {
 		s.created = st.ModTime()
 	}
 	s.refs.Store(1)
