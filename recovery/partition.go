@@ -50,7 +50,8 @@ type PartitionOptions struct {
 type Segment struct {
 	Base record.Offset
 	// Size is the number of valid bytes of the .log, which on a read-only
-	// load may be less than the file's length.
+	// load may be less than the file's length; -1 when the load did not
+	// look (a trusted segment of a clean load): the file's length.
 	Size record.Position
 	// Recovered says the segment was scanned: its batches are valid and, on
 	// a writable load, its indexes were rebuilt.
@@ -276,12 +277,17 @@ func (l *loader) hole(prevNext, base record.Offset) string {
 // rebuilt now from the batch headers (on a writable load).
 func (l *loader) trusted(base record.Offset, f *segmentFile) error {
 	o := l.o
-	defer l.progress(f.size)
+	defer func() { l.progress(f.size) }()
 	seg := Segment{Base: base, Size: f.size}
 	if f.hasIndex && f.hasTimeIndex {
 		l.st.Segments = append(l.st.Segments, seg)
 		return nil
 	}
+	size, err := l.sizeOf(base, f)
+	if err != nil {
+		return err
+	}
+	seg.Size = size
 	logPath := layout.SegmentPath(o.Dir, base, layout.LogSuffix)
 	l.rep.Rebuilt = append(l.rep.Rebuilt, logPath)
 	if o.ReadOnly {
@@ -290,7 +296,7 @@ func (l *loader) trusted(base record.Offset, f *segmentFile) error {
 		return nil
 	}
 	o.Logger.Warn("segment index files missing; rebuilding them from the log", "segment", logPath)
-	res, err := RebuildIndexes(o.FS, o.Dir, base, f.size, o.IndexConfig)
+	res, err := RebuildIndexes(o.FS, o.Dir, base, size, o.IndexConfig)
 	if err != nil {
 		return fmt.Errorf("rebuild indexes of %s: %w", logPath, err)
 	}
@@ -323,11 +329,19 @@ func (l *loader) corrupt(reason error) {
 func (l *loader) lastSegmentEnd(last Segment) error {
 	o := l.o
 	rp := o.RecoveryPoint
+	logPath := layout.SegmentPath(o.Dir, last.Base, layout.LogSuffix)
+	if last.Size < 0 {
+		info, err := o.FS.Stat(logPath)
+		if err != nil {
+			return err
+		}
+		last.Size = record.Position(info.Size())
+		l.st.Segments[len(l.st.Segments)-1].Size = last.Size
+	}
 	if o.Clean && !o.Force && !l.anomaly && rp >= last.Base && (last.Size == 0) == (rp == last.Base) {
 		l.st.NextOffset = rp
 		return nil
 	}
-	logPath := layout.SegmentPath(o.Dir, last.Base, layout.LogSuffix)
 	start := record.Position(0)
 	if !last.IndexMissing {
 		idx, err := index.OpenOffsetIndex(layout.SegmentPath(o.Dir, last.Base, layout.IndexSuffix), last.Base, index.Options{LogSize: last.Size})
@@ -444,6 +458,9 @@ func (l *loader) drop(files *segmentFiles, bases []record.Offset, why string) er
 	for _, base := range bases {
 		f := files.segs[base]
 		logPath := layout.SegmentPath(o.Dir, base, layout.LogSuffix)
+		if _, err := l.sizeOf(base, f); err != nil {
+			return err
+		}
 		l.rep.Dropped = append(l.rep.Dropped, Dropped{File: logPath, Base: base, Bytes: int64(f.size), Why: why})
 		o.Logger.Warn("recovery dropped a segment", "segment", logPath, "bytes", f.size, "why", why, "read_only", o.ReadOnly)
 		l.progress(f.size)
@@ -463,9 +480,27 @@ func (l *loader) drop(files *segmentFiles, bases []record.Offset, why string) er
 }
 
 func (l *loader) progress(n record.Position) {
-	if l.o.Progress != nil {
+	if l.o.Progress != nil && n > 0 {
 		l.o.Progress(int64(n))
 	}
+}
+
+// trusting says the load trusts the files as they are (a clean shutdown,
+// not forced): it does not even stat the segments it does not need to.
+// Storage learns their sizes when it opens them.
+func (l *loader) trusting() bool { return l.o.Clean && !l.o.Force }
+
+// sizeOf returns the length of a segment's .log, statting it the first
+// time.
+func (l *loader) sizeOf(base record.Offset, f *segmentFile) (record.Position, error) {
+	if f.size < 0 {
+		info, err := l.o.FS.Stat(layout.SegmentPath(l.o.Dir, base, layout.LogSuffix))
+		if err != nil {
+			return 0, err
+		}
+		f.size = record.Position(info.Size())
+	}
+	return f.size, nil
 }
 
 // reasonOf renders why a scan stopped, without the file name the report
@@ -487,7 +522,8 @@ type segmentFiles struct {
 }
 
 type segmentFile struct {
-	size         record.Position // of the .log; -1 when there is none
+	hasLog       bool
+	size         record.Position // of the .log; -1 until looked at (see sizeOf)
 	hasIndex     bool
 	hasTimeIndex bool
 	names        []string // the segment's own files (.log and derived), not producer snapshots
@@ -496,7 +532,7 @@ type segmentFile struct {
 func (f *segmentFiles) bases() []record.Offset {
 	out := make([]record.Offset, 0, len(f.segs))
 	for b, s := range f.segs {
-		if s.size >= 0 {
+		if s.hasLog {
 			out = append(out, b)
 		}
 	}
@@ -568,11 +604,12 @@ func (l *loader) list() (*segmentFiles, error) {
 		case layout.LogSuffix:
 			f := get(base)
 			f.names = append(f.names, name)
-			info, err := o.FS.Stat(filepath.Join(o.Dir, name))
-			if err != nil {
-				return nil, err
+			f.hasLog = true
+			if !l.trusting() {
+				if _, err := l.sizeOf(base, f); err != nil {
+					return nil, err
+				}
 			}
-			f.size = record.Position(info.Size())
 		case layout.IndexSuffix:
 			f := get(base)
 			f.names = append(f.names, name)
@@ -595,7 +632,7 @@ func (l *loader) list() (*segmentFiles, error) {
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 	for _, base := range bases {
 		f := files.segs[base]
-		if f.size >= 0 {
+		if f.hasLog {
 			continue
 		}
 		l.anomaly = true
