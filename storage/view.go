@@ -154,6 +154,19 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 	n := 0
 	local := at - segStart
 	for n < len(b) {
+		if v.format == Values && v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk)) {
+			// Reading on from where the last read stopped: render straight
+			// into b, one copy fewer than going through the chunk.
+			k, err := v.renderInto(i, local, b[n:])
+			if err != nil {
+				return n, err
+			}
+			n += k
+			local += int64(k)
+			if k > 0 || len(v.chunk) > 0 {
+				continue
+			}
+		}
 		chunk, err := v.renderAt(i, local, len(b)-n)
 		if err != nil {
 			return n, err
@@ -244,6 +257,57 @@ func (v *View) renderAt(i int, local int64, want int) ([]byte, error) {
 		return nil, nil
 	}
 	return v.chunk[local-v.chunkAt:], nil
+}
+
+// renderInto renders the values of segs[i] from local on, which is where
+// the chunk ends, straight into dst, while whole records fit; the record
+// that does not and the rest of its batch go to the chunk for the next
+// read. It returns how many bytes it rendered into dst; 0 with an empty
+// chunk means the segment's end.
+func (v *View) renderInto(i int, local int64, dst []byte) (int, error) {
+	s := v.segs[i]
+	size := record.Position(s.size.Load())
+	if v.scSeg != i || !v.scOK || v.sc.Pos() != v.chunkEnd {
+		v.sc.Reset(s.log, v.chunkEnd, size, readerScan)
+		v.scSeg, v.scOK = i, true
+	}
+	v.sc.Extend(size)
+	v.scEnd = size
+	v.chunk = v.chunk[:0]
+	n, spilled := 0, false
+	for !spilled && n < len(dst) {
+		if !v.sc.Next() {
+			v.scOK = false
+			if err := v.sc.Err(); err != nil {
+				return n, record.WithFile(err, s.logPath())
+			}
+			break
+		}
+		b := v.sc.Batch()
+		if b.Attributes.Control() {
+			continue
+		}
+		it, err := v.dec.Records(b)
+		if err != nil {
+			return n, record.WithFile(err, s.logPath())
+		}
+		for it.Next() {
+			r := it.Record()
+			if spilled || n+len(r.Value)+1 > len(dst) {
+				spilled = true
+				v.chunk = Values.Append(v.chunk, r)
+				continue
+			}
+			n += copy(dst[n:], r.Value)
+			dst[n] = '\n'
+			n++
+		}
+		if err := it.Err(); err != nil {
+			return n, record.WithFile(err, s.logPath())
+		}
+	}
+	v.chunkAt, v.chunkEnd = local+int64(n), v.sc.Pos()
+	return n, nil
 }
 
 // Close releases the view's segments.
