@@ -398,3 +398,43 @@ func BenchmarkViewRandomRead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkViewSequential reads a whole values view in 1 MiB reads, as cat
+// through the mount does, against read(2) of the .log files.
+func BenchmarkViewSequential(b *testing.B) {
+	for _, size := range recordSizes {
+		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
+			d := getDataset(b, size, 64)
+			rawBytes, raw := rawRead(b, d)
+			buf := make([]byte, 1<<20)
+			var rendered int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				v, err := d.p.NewView(Values, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rendered = 0
+				for {
+					n, err := v.ReadAt(buf, rendered)
+					rendered += int64(n)
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				v.Close()
+			}
+			b.StopTimer()
+			if want := d.records * int64(d.size+1); rendered != want {
+				b.Fatalf("rendered %d bytes, want %d", rendered, want)
+			}
+			ours := float64(rendered) * float64(b.N) / b.Elapsed().Seconds()
+			b.ReportMetric(ours/1e6, "MB/s-rendered")
+			b.ReportMetric(ours/(float64(rawBytes)/raw.Seconds()), "x-raw")
+		})
+	}
+}
