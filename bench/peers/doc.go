@@ -16,7 +16,8 @@
 //	liftbridge  github.com/liftbridge-io/liftbridge v1.9.0 server/commitlog
 //	tidwall     github.com/tidwall/wal v1.2.1 (NoSync, NoCopy)
 //	rosedb      github.com/rosedblabs/wal v1.3.8 (positions kept in memory)
-//	logfs       adapter_logfs.go, to be added with package storage
+//	logfs       package storage: one topic of one partition, one RecordBatch
+//	            per Append, a Seek'd Reader for lookups, Reader.Wait to follow
 //
 // The harness numbers records from offset 0 for every log; an adapter maps
 // that to the peer's numbering (tidwall's 1-based indexes, rosedb's chunk
@@ -30,11 +31,11 @@
 //	lookup        random offsets (same sequence for all logs) -> value,
 //	              checked byte for byte outside the timed call
 //	lookup-time   random timestamps -> first offset at or after; n/a unless
-//	              the log has a time lookup (liftbridge)
+//	              the log has a time lookup (logfs, liftbridge)
 //	read          sequential read of all n records, each value checked
 //	              (length, leading offset, last 8 bytes) inside the loop
 //	mixed         one appender, -readers followers from offset 0; n/a unless
-//	              the log implements Follower (liftbridge)
+//	              the log implements Follower (logfs, liftbridge)
 //
 // # Fairness
 //

@@ -70,9 +70,8 @@ type Factory func(dir string, cfg Config) (Log, error)
 // Adapter registry.
 //
 // Each adapter is one file, adapter_<name>.go, whose init calls Register.
-// The logfs adapter goes here as adapter_logfs.go once package
-// github.com/logfs/logfs/storage exists (see README.md, "Adding logfs"); when
-// it is registered the report also prints logfs against every peer.
+// With the logfs adapter (adapter_logfs.go) registered, the report also
+// prints logfs against every peer.
 // ---------------------------------------------------------------------------
 
 // Names the harness treats specially.

@@ -1,5 +1,5 @@
-// Command peerbench measures logfs's peers (and logfs, once its adapter is
-// registered) on the same workloads and prints a table, or JSON with -json.
+// Command peerbench measures logfs and its peers on the same workloads and
+// prints a table, or JSON with -json.
 //
 //	cd bench/peers && go run ./cmd/peerbench                 # everything, defaults
 //	go run ./cmd/peerbench -size 1024 -batch 64 -only raw,liftbridge -json
