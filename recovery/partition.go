@@ -129,7 +129,17 @@ func (l *loader) load() error {
 			return err
 		}
 	}
-	l.finishOffsets()
+	if o.LogStart > l.st.NextOffset {
+		// Kafka: every segment is below the log start. Retention's renames
+		// survived a crash that its roll did not, or the files were
+		// deleted by hand: start afresh at the log start, so that no
+		// offset is handed out twice.
+		if err := l.resetToLogStart(files); err != nil {
+			return err
+		}
+	} else {
+		l.finishOffsets()
+	}
 	if l.dirty && !o.ReadOnly {
 		if err := o.FS.SyncDir(o.Dir); err != nil {
 			return err
@@ -413,6 +423,21 @@ func (l *loader) finishOffsets() {
 		l.rep.Warnings = append(l.rep.Warnings, w)
 		o.Logger.Warn("recovery point beyond the log end", "dir", o.Dir, "recovery_point", o.RecoveryPoint, "log_end", st.NextOffset)
 	}
+}
+
+// resetToLogStart drops every segment and makes an empty one at the log
+// start offset, for a partition whose log ends below it.
+func (l *loader) resetToLogStart(files *segmentFiles) error {
+	bases := make([]record.Offset, len(l.st.Segments))
+	for i, s := range l.st.Segments {
+		bases[i] = s.Base
+	}
+	why := fmt.Sprintf("below the log start offset %d of the checkpoint, past the log end %d: deleted by retention", l.o.LogStart, l.st.NextOffset)
+	if err := l.drop(files, bases, why); err != nil {
+		return err
+	}
+	l.st.Segments = nil
+	return l.empty()
 }
 
 // empty gives a partition with no segment an empty one at its log start
