@@ -20,7 +20,7 @@ import (
 // batches of about batchSize bytes each, in segments of segSize, directly
 // (one batch built once, its base offset rewritten: the CRC does not cover
 // it). It returns the folder and the .log files.
-func benchPartition(b *testing.B, dir string, total, segSize, batchSize int) []string {
+func benchPartition(b testing.TB, dir string, total, segSize, batchSize int) []string {
 	b.Helper()
 	var bld record.Builder
 	for n := 0; n < batchSize; {

@@ -3,8 +3,10 @@ package recovery_test
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,6 +19,7 @@ import (
 	"github.com/logfs/logfs/record"
 	"github.com/logfs/logfs/recovery"
 	"github.com/logfs/logfs/storage"
+	"github.com/logfs/logfs/vfs"
 )
 
 // How a corruption case reopens the data directory.
@@ -502,6 +505,20 @@ func corruptionCases(ref *built) map[string]corruptCase {
 			return corruptWant{start: b.end, end: b.end, cutSeg: -1}
 		},
 	}
+	cases["log end below the log start checkpoint (unclean)"] = corruptCase{
+		// Retention's renames survived a crash that its roll did not.
+		shutdown: unclean,
+		damage: func(t *testing.T, b *built) {
+			tp := recovery.TopicPartition{Topic: "t", Partition: 0}
+			require.NoError(t, recovery.WriteCheckpoint(vfs.Default, filepath.Join(b.data, layout.LogStartFile),
+				map[recovery.TopicPartition]record.Offset{tp: b.end + 40}))
+		},
+		want: func(b *built) corruptWant {
+			// Every segment goes; offsets go on from the log start, never
+			// handing out 60-99 again.
+			return corruptWant{start: b.end + 40, end: b.end + 40, cutSeg: -1, dropped: []int{0, 1, 2, 3}}
+		},
+	}
 	for _, sd := range []shutdown{clean, unclean} {
 		cases[fmt.Sprintf("empty active segment with garbage indexes (%v)", sd)] = corruptCase{
 			shutdown: sd,
@@ -728,4 +745,38 @@ func reportText(r *recovery.Report) string {
 	var buf bytes.Buffer
 	r.WriteText(&buf)
 	return buf.String()
+}
+
+// legacyMessage encodes a Kafka v1 message (magic 1): offset, size, CRC-32
+// (IEEE) of the rest, magic, attributes, timestamp, null key, value.
+func legacyMessage(off int64, value string) []byte {
+	body := []byte{1, 0}
+	body = binary.BigEndian.AppendUint64(body, uint64(stamp(0)))
+	body = binary.BigEndian.AppendUint32(body, 0xffffffff) // null key
+	body = binary.BigEndian.AppendUint32(body, uint32(len(value)))
+	body = append(body, value...)
+	m := binary.BigEndian.AppendUint64(nil, uint64(off))
+	m = binary.BigEndian.AppendUint32(m, uint32(4+len(body)))
+	m = binary.BigEndian.AppendUint32(m, crc32.ChecksumIEEE(body))
+	return append(m, body...)
+}
+
+// TestLegacyFormatNotCut: where v2 data stops at a well-formed legacy
+// message, which Kafka reads and logfs does not, recovery refuses the
+// partition instead of cutting it; the file is untouched.
+func TestLegacyFormatNotCut(t *testing.T) {
+	b := buildPartition(t, 60)
+	p := b.path(b.last(), layout.LogSuffix)
+	appendBytes(t, p, legacyMessage(int64(b.end), "old format"))
+	before := readFile(t, p)
+	removeMarker(t, b.data)
+	_, err := storage.Open(b.data, storage.Options{Logger: testLogger(), RetentionCheckInterval: -1})
+	require.ErrorIs(t, err, recovery.ErrLegacyFormat)
+	require.Equal(t, before, readFile(t, p), "nothing cut")
+	// Zeros that happen to read as magic 0 are not a legacy message.
+	require.NoError(t, os.WriteFile(p, append(before[:b.segs[b.last()].size:b.segs[b.last()].size], make([]byte, 64)...), 0o644))
+	l, err := storage.Open(b.data, storage.Options{Logger: testLogger(), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	require.Len(t, l.RecoveryReport().Partitions[0].Cuts, 1)
+	require.NoError(t, l.Close())
 }

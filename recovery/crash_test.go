@@ -361,6 +361,16 @@ func crashTempDir() string {
 	return os.TempDir()
 }
 
+// fastTempDir is t.TempDir on crashTempDir: for tests whose fsyncs prove
+// nothing.
+func fastTempDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp(crashTempDir(), "logfs-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
 func b2u(b bool) uint64 {
 	if b {
 		return 1

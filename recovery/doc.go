@@ -2,33 +2,156 @@
 // opened, and keeps the files that make the next open fast: Kafka's loading
 // and recovery rules (LogLoader, LogSegment.recover, the checkpoint files
 // and the clean-shutdown marker), with the bugs Kafka hit designed out.
-//
-// # Clean shutdown
-//
-// Closing a log flushes every partition, trims the active indexes, writes
-// recovery-point-offset-checkpoint and log-start-offset-checkpoint (each by
-// write tmp, fsync, rename, fsync dir) and only then .kafka_cleanshutdown.
-// The next open deletes the marker first (KAFKA-10471), trusts the
-// checkpoints and reads no log data.
-//
-// # Unclean open
-//
-// For every partition, every segment from the one holding the recovery point
-// to the end is recovered: its batches are walked checking size, magic,
-// CRC-32C and offsets; the .log is cut at the first invalid byte; every
-// later segment is dropped; both indexes are rebuilt and end with the
-// segment's max timestamp. Segments below the recovery point were fsynced
-// before the checkpoint that vouches for them was written; they are not
-// scanned, but their indexes are checked when first used (package index)
-// and replaced when they break a rule.
+// storage.Open drives it; nothing else needs to.
 //
 // # Durability promise
 //
-// A record whose append was followed by a completed Sync is present after
-// any crash; nothing after a hole is visible; offsets continue without gaps.
+// A record whose append was followed by a completed Sync (or Close) is
+// present after any crash, with its exact bytes. Nothing after a hole is
+// visible: the records of a partition are exactly the offsets [log start,
+// log end). Offsets continue without gaps: the next append gets the log
+// end offset. A crash while recovering is recovered from like any other.
+//
+// # Clean shutdown
+//
+// storage's Close flushes every partition, gives each active segment's time
+// index its final entry, trims and flushes both indexes, writes
+// recovery-point-offset-checkpoint and log-start-offset-checkpoint (each by
+// write tmp, fsync, rename, fsync dir; WriteCheckpoint) and only then
+// .kafka_cleanshutdown (WriteCleanShutdownMarker). The next open deletes
+// the marker first (TakeCleanShutdownMarker: a crash while loading must not
+// leave it to vouch for a half-loaded log, KAFKA-10471), trusts the
+// checkpoints, reads no log data and maps no index: it lists each folder,
+// stats the last segment, and storage opens the .log files.
+//
+// # Unclean open
+//
+// For every partition, on a pool of threads (LoadAll; one job per
+// partition, as Kafka's num.recovery.threads.per.data.dir):
+//
+//  1. Leftovers are handled as Kafka does: *.deleted and *.cleaned files
+//     are removed; *.swap files of a split that never finished (a *.cleaned
+//     at or below them) are removed, the others complete the interrupted
+//     swap (the segments they cover are removed, the suffix dropped); index
+//     files with no .log are removed; so are the *.tmp files of an
+//     interrupted index rebuild.
+//  2. Every segment from the one holding the recovery point to the end is
+//     scanned (RecoverSegment): each batch's size, magic, CRC-32C and
+//     offsets (at or above the segment's base, above the previous batch's
+//     last offset, within a relative offset of the base) are checked; the
+//     .log is cut at the first invalid byte and the cut fsynced; every
+//     later segment is dropped first; both indexes are rebuilt with Kafka's
+//     rules (an entry when more than index.interval.bytes lie since the
+//     last, keyed by the batch's last offset at its start) and the time
+//     index ends with the segment's max timestamp. Index files are written
+//     as *.tmp and renamed into place. Scans run up to four segments ahead
+//     of the decisions, which are taken in order.
+//  3. A gap between two scanned segments is a hole when the recovery point
+//     does not vouch for the offsets before it (a crash lost the end of a
+//     segment whose successor survived): the later segments are dropped.
+//     Kafka's compaction can leave such gaps too, but in flushed segments,
+//     below the recovery point, where they are kept.
+//  4. Segments below the recovery point were fsynced before the checkpoint
+//     that vouches for them was written: they are not scanned. Missing
+//     index files are rebuilt from the batch headers now (RebuildIndexes);
+//     the others are checked when first used (storage: the index package's
+//     rules for every entry, and each file's last entry against the log)
+//     and rebuilt on disk then if they break a rule, or indexed in memory
+//     on a read-only log.
+//  5. A partition with no segment gets an empty one at its log start or
+//     recovery point, whichever is higher; an empty active segment gets
+//     empty indexes.
+//  6. The log start is the checkpoint's, or the first segment's base if
+//     higher, never above the log end. Retention writes the checkpoint with
+//     the new log start before it renames a segment, so segments a crash
+//     brought back from a retention stay below it.
+//
+// A corrupt batch in a segment below the recovery point is not found at
+// open: a read that reaches it fails with a *record.CorruptError naming the
+// file, position and rule (storage's Reader and View), and an index rebuild
+// that meets it logs it and lists it in the report. Loading with Force
+// (storage.Options.ForceRecovery) scans every segment and cuts there.
+//
+// A load with ReadOnly changes nothing: leftovers stay, invalid tails are
+// hidden rather than cut (Segment.Size), dropped segments are left out,
+// indexes are not rebuilt; the report says what a writable load would do.
+//
+// # What recovery does with damaged files
+//
+// Each row is a case of TestCorruption (a cleanly closed partition of four
+// segments, damaged, then loaded read-only and writable) or of the crash
+// loop; "unclean" means the marker is gone but the checkpoints say the
+// data ended where it did, so only the last segment is scanned.
+//
+//	damage                                       shutdown   outcome
+//	-------------------------------------------  ---------  ------------------------------------------------
+//	last batch cut at any byte (torn write)      unclean    .log cut at the batch's start; the rest kept
+//	one bit of size, magic, crc, attributes,     unclean    .log cut at that batch's start, later batches
+//	  offset delta, timestamps, producer fields,              and later segments dropped
+//	  record count or payload flipped
+//	base offset lowered, or made negative        unclean    cut at that batch (offsets must increase)
+//	base offset raised (undetectable)            unclean    kept at the raised offset: the CRC does not
+//	                                                          cover it and Kafka allows gaps
+//	leader epoch flipped (undetectable)          unclean    kept; logfs does not use it
+//	tail zeroed, file all zeros, zero padding,   unclean    cut where the zeros or garbage start
+//	  garbage or a huge length appended
+//	invalid batch in an older segment            no ckpt    cut there; every later segment dropped
+//	invalid batch below the recovery point       (un)clean  kept; reads reaching it fail with
+//	                                                          *record.CorruptError (file, position, reason);
+//	                                                          Check fails; Force cuts there, drops the rest
+//	garbage appended after a clean shutdown      clean      not seen at open (the marker vouches);
+//	                                                          reads reaching it fail; Force cuts it
+//	.index or .timeindex removed                 any        rebuilt at load, byte for byte
+//	.index or .timeindex cut mid-entry,          any        rebuilt on first use, byte for byte (on a
+//	  zero-padded (untrimmed), zeroed                         read-only log: indexed in memory)
+//	whole entries lost from an index's end       clean      kept: a valid, sparser index (a lost final
+//	                                                          time entry understates the segment's max
+//	                                                          timestamp until a forced recovery)
+//	last entry not matching the log (e.g. a      any        rebuilt on first use
+//	  single time entry zeroed to (0, base))
+//	active segment's indexes garbage or          any        rebuilt when it is scanned or opened for
+//	  untrimmed                                               writing; appends never fail on them
+//	*.deleted, *.cleaned, *.tmp files            any        removed
+//	*.swap (completed or interrupted swap)       any        swap completed: replaced segments removed,
+//	                                                          suffix dropped, missing indexes rebuilt
+//	*.swap of an unfinished split                any        removed with the *.cleaned
+//	index files with no .log (orphans)           any        removed
+//	active segment's .log missing                any        orphans removed; the log ends where the
+//	                                                          previous segment does; appends go on there
+//	every segment file missing                   unclean    an empty segment at the recovery point
+//	log end below the log-start checkpoint       unclean    every segment dropped, an empty one at the log
+//	  (retention's renames outlived its roll)                 start (Kafka): no offset is handed out twice
+//	empty active segment with garbage indexes    any        recreated with empty indexes
+//	legacy (magic 0/1) message where v2 stops    unclean    refused: ErrLegacyFormat, nothing cut
+//
+// # Reporting, for `logfs check` and `logfs check --repair`
+//
+// Every load returns a Report (LoadAll; storage keeps it:
+// storage.Log.RecoveryReport). It lists per partition the cuts (file,
+// bytes kept, bytes cut, the rule), the dropped segments and why, the
+// corrupt batches left in place, the leftovers removed, the swaps
+// completed, the indexes rebuilt, an empty segment created, and warnings;
+// WriteText prints it one line per event and a summary line ("would cut"
+// on a read-only load). Problems counts the cuts, drops and corruption
+// found: a non-zero exit status for `logfs check`. Every event is also
+// logged with slog when it happens (Warn for cuts and drops, Error for
+// corruption, Info for leftovers), and LoadAll logs "recovering logs" with
+// the partitions and .log bytes to scan, the same with partitions_left and
+// bytes_left every ProgressInterval (5 s), and "recovery done" with the
+// bytes scanned, the duration and MB/s.
+//
+// The CLI's two modes map onto storage.Options:
+//
+//	logfs check            {ReadOnly: true, ForceRecovery: true}: scan everything, change nothing,
+//	                       print what --repair would do; Log.Check() then verifies the rest
+//	logfs check --repair   {ForceRecovery: true}: scan everything, cut at the first invalid batch
+//	                       of each partition, drop what follows, rebuild indexes, print what was done
 //
 // # Concurrency
 //
 // LoadPartition works on one partition folder and must not run while the
-// partition is open elsewhere. LoadAll runs partitions in parallel.
+// partition is open elsewhere (storage holds the data directory's lock).
+// LoadAll runs partitions in parallel; within a partition, segment scans
+// run ahead in parallel and every change to a file is made in order by one
+// goroutine.
 package recovery
