@@ -369,6 +369,73 @@ func (x *file) relAtSlot(i int) uint32 {
 	return be.Uint32(x.data[i*x.entrySize+x.relAt:])
 }
 
+// lastEntry returns the index's last entry and the number of entries. An
+// index not mapped yet is not mapped for this: its last entry is read with
+// one pread, so asking a sealed segment for its max timestamp (retention,
+// a listing of segments) costs no mapping. Such a read applies only the
+// rules one entry can break (the file's length, the entry's relative
+// offset, the zeros of a file never trimmed); the rest run when the index
+// is first mapped. The caller decodes the entry.
+func (x *file) lastEntry(buf []byte) (int, error) {
+	if !x.loaded.Load() {
+		if n, err, ok := x.peekLast(buf); ok {
+			return n, err
+		}
+	}
+	if err := x.rlock(); err != nil {
+		return 0, err
+	}
+	defer x.mu.RUnlock()
+	n := int(x.entries.Load())
+	if n > 0 {
+		copy(buf, x.data[(n-1)*x.entrySize:])
+	}
+	return n, nil
+}
+
+// peekLast reads the last entry of an index not yet mapped. ok is false
+// when the index got mapped meanwhile or the answer needs the full rules.
+func (x *file) peekLast(buf []byte) (n int, err error, ok bool) {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if x.loaded.Load() || x.closed {
+		return 0, nil, false
+	}
+	f, err := os.Open(x.path)
+	if err != nil {
+		return 0, err, true
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err, true
+	}
+	es := int64(x.entrySize)
+	if st.Size()%es != 0 {
+		return 0, nil, false // corrupt: let the full rules say so
+	}
+	n = int(st.Size() / es)
+	if n == 0 {
+		return 0, nil, true
+	}
+	if _, err := f.ReadAt(buf[:es], st.Size()-es); err != nil {
+		return 0, err, true
+	}
+	if n > 1 && allZero(buf[:es]) || be.Uint32(buf[x.relAt:]) > math.MaxInt32 {
+		return 0, nil, false // zero padding or a bad entry: the full rules
+	}
+	return n, nil, true
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Entries returns the number of entries, mapping the index if this is its
 // first use.
 func (x *file) Entries() (int, error) {

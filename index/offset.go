@@ -174,17 +174,14 @@ func (x *OffsetIndex) Entry(i int) (record.Offset, record.Position, error) {
 }
 
 // LastEntry returns the last entry, or (base, 0) when the index is empty.
+// An index not mapped yet stays unmapped: see (*file).lastEntry.
 func (x *OffsetIndex) LastEntry() (record.Offset, record.Position, error) {
-	if err := x.rlock(); err != nil {
-		return 0, 0, err
+	var e [OffsetEntrySize]byte
+	n, err := x.lastEntry(e[:])
+	if err != nil || n == 0 {
+		return x.base, 0, err
 	}
-	defer x.mu.RUnlock()
-	n := int(x.entries.Load())
-	if n == 0 {
-		return x.base, 0, nil
-	}
-	e := x.data[(n-1)*OffsetEntrySize:]
-	return x.base + record.Offset(be.Uint32(e)), record.Position(be.Uint32(e[4:])), nil
+	return x.base + record.Offset(be.Uint32(e[:])), record.Position(be.Uint32(e[4:])), nil
 }
 
 // CheckLogSize is Check with the position rule applied against logSize,

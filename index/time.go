@@ -157,16 +157,20 @@ func (x *TimeIndex) Entry(i int) (int64, record.Offset, error) {
 
 // LastEntry returns the last entry, or (-1, base) when the index is empty.
 // After a clean roll or close it holds the segment's largest timestamp,
-// which retention reads from here rather than from the log.
+// which retention reads from here rather than from the log. An index not
+// mapped yet stays unmapped: see (*file).lastEntry.
 func (x *TimeIndex) LastEntry() (int64, record.Offset, error) {
-	if err := x.rlock(); err != nil {
+	var e [TimeEntrySize]byte
+	n, err := x.lastEntry(e[:])
+	if err != nil {
 		return 0, 0, err
 	}
-	defer x.mu.RUnlock()
-	n := int(x.entries.Load())
 	if n == 0 {
 		return -1, x.base, nil
 	}
-	e := x.data[(n-1)*TimeEntrySize:]
-	return int64(be.Uint64(e)), x.base + record.Offset(be.Uint32(e[8:])), nil
+	ts := int64(be.Uint64(e[:]))
+	if ts < 0 {
+		return 0, 0, x.corrupt(fmt.Sprintf("last timestamp %d is negative", ts))
+	}
+	return ts, x.base + record.Offset(be.Uint32(e[8:])), nil
 }

@@ -212,29 +212,29 @@ func (s *segment) indexEndsErrLocked() error {
 		}
 		return record.ParseHeader(hdr[:], pos)
 	}
-	if n, err := s.offIdx.Entries(); err != nil {
+	// LastEntry reads an index that is not mapped yet without mapping it,
+	// so this check costs two small reads, not two mappings.
+	lastKey, lastPos, err := s.offIdx.LastEntry()
+	if err != nil {
 		return err
-	} else if n > 0 {
-		off, pos, err := s.offIdx.LastEntry()
-		if err != nil {
-			return err
-		}
-		if h, err := header(pos); err != nil || h.LastOffset() != off {
-			return &index.CorruptError{File: s.indexPath(), Rule: fmt.Sprintf(
-				"last entry (%d at %d) does not match the batch there in %s (%v)", off, pos, s.logPath(), err)}
-		}
 	}
-	n, err := s.timeIdx.Entries()
-	if err != nil || n == 0 {
-		return err
+	if lastPos > 0 { // an offset index never has an entry at position 0: (base, 0) is "empty"
+		if h, err := header(lastPos); err != nil || h.LastOffset() != lastKey {
+			return &index.CorruptError{File: s.indexPath(), Rule: fmt.Sprintf(
+				"last entry (%d at %d) does not match the batch there in %s (%v)", lastKey, lastPos, s.logPath(), err)}
+		}
 	}
 	ts, off, err := s.timeIdx.LastEntry()
-	if err != nil {
-		return err
+	if err != nil || ts < 0 {
+		return err // ts -1: an empty time index
 	}
-	_, pos, err := s.offIdx.Lookup(off)
-	if err != nil {
-		return err
+	pos := lastPos
+	if off < lastKey {
+		// The newest timestamp is older than the last offset-index entry
+		// (timestamps went back): find its batch through the index.
+		if _, pos, err = s.offIdx.Lookup(off); err != nil {
+			return err
+		}
 	}
 	bad := &index.CorruptError{File: s.timeIndexPath(), Rule: fmt.Sprintf(
 		"last entry (%d, %d) does not name a batch of %s with that max timestamp", ts, off, s.logPath())}

@@ -612,3 +612,33 @@ func TestParseTimestamp(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidTimestamp, bad)
 	}
 }
+
+// Asking every segment for its max timestamp (the mount's info file,
+// retention) maps no index: sealed indexes give their last entry with one
+// small read each.
+func TestSegmentsMapsNoIndex(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Logger: testLogger(t)})
+	require.NoError(t, err)
+	top, err := l.CreateTopic("t", 1, small("segment.bytes=300", "index.interval.bytes=10"))
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	for i := 0; i < 60; i++ {
+		_, err := p.Append([]Record{{Timestamp: int64(1000 + i), Value: []byte("some value")}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, l.Close())
+
+	l2 := openLog(t, dir, Options{})
+	p2, _ := l2.Partition("t", 0)
+	infos, err := p2.Segments()
+	require.NoError(t, err)
+	require.Greater(t, len(infos), 10)
+	require.Equal(t, int64(1059), infos[len(infos)-1].MaxTimestamp)
+	for _, s := range p2.segments() {
+		s.idxMu.RLock()
+		require.False(t, s.offIdx != nil && s.offIdx.Mapped(), "segment %d offset index", s.base)
+		require.False(t, s.timeIdx != nil && s.timeIdx.Mapped(), "segment %d time index", s.base)
+		s.idxMu.RUnlock()
+	}
+}
