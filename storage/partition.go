@@ -297,13 +297,18 @@ func (p *Partition) Sync() error {
 		if !s.acquire() {
 			continue // deleted by retention meanwhile: nothing to keep
 		}
-		err := s.flush()
+		// The active segment's indexes need no msync: recovery rebuilds
+		// them after a crash, as the recovery point always lies in or
+		// beyond the active segment. A sealed segment's must be durable
+		// before the recovery point passes it.
+		active := i == len(segs)-1
+		err := s.flush(!active)
 		s.release()
 		if err != nil {
 			p.dirDirty.Store(dirDirty || p.dirDirty.Load())
 			return fmt.Errorf("flush %s: %w", s.logPath(), err)
 		}
-		if i < len(segs)-1 {
+		if !active {
 			s.durable.Store(true)
 		}
 	}

@@ -395,9 +395,12 @@ func (s *segment) seal() error {
 }
 
 // flush makes the segment's log and indexes durable.
-func (s *segment) flush() error {
+func (s *segment) flush(indexes bool) error {
 	if err := s.log.Sync(); err != nil {
 		return err
+	}
+	if !indexes {
+		return nil
 	}
 	s.idxMu.RLock()
 	defer s.idxMu.RUnlock()
