@@ -66,3 +66,33 @@ func TestLastEntryWithoutMapping(t *testing.T) {
 	require.Equal(t, int64(-1), ts)
 	require.Equal(t, record.Offset(7), o)
 }
+
+func TestLookupSpan(t *testing.T) {
+	x, err := CreateOffsetIndex(filepath.Join(t.TempDir(), "s.index"), 10, Options{MaxBytes: 4096, Writable: true})
+	require.NoError(t, err)
+	defer x.Close()
+	_, _, next, err := x.LookupSpan(50)
+	require.NoError(t, err)
+	require.Equal(t, record.Position(-1), next, "empty")
+	for i := 1; i <= 3; i++ {
+		require.NoError(t, x.Append(record.Offset(10+10*i), record.Position(100*i)))
+	}
+	cases := []struct {
+		target    record.Offset
+		off       record.Offset
+		pos, next record.Position
+	}{
+		{5, 10, 0, 100},
+		{15, 10, 0, 100},
+		{20, 20, 100, 200},
+		{29, 20, 100, 200},
+		{30, 30, 200, 300},
+		{40, 40, 300, -1},
+		{99, 40, 300, -1},
+	}
+	for _, c := range cases {
+		off, pos, next, err := x.LookupSpan(c.target)
+		require.NoError(t, err)
+		require.Equal(t, []int64{int64(c.off), int64(c.pos), int64(c.next)}, []int64{int64(off), int64(pos), int64(next)}, "target %d", c.target)
+	}
+}

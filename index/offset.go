@@ -58,19 +58,33 @@ func OpenOffsetIndex(path string, base record.Offset, o Options) (*OffsetIndex, 
 // when there is none: the index is empty or target is below its first
 // entry. The caller scans the log forward from the position.
 func (x *OffsetIndex) Lookup(target record.Offset) (record.Offset, record.Position, error) {
+	off, pos, _, err := x.LookupSpan(target)
+	return off, pos, err
+}
+
+// LookupSpan is Lookup that also returns where the entry after the one
+// found begins, or -1 when it is the last. The batch holding target starts
+// in [pos, next], so a reader can size its one read of the log to the
+// span instead of guessing.
+func (x *OffsetIndex) LookupSpan(target record.Offset) (off record.Offset, pos, next record.Position, err error) {
 	if err := x.rlock(); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	off, pos := x.base, record.Position(0)
+	off, pos, next = x.base, 0, -1
+	n := int(x.entries.Load())
+	i := -1
 	if target >= x.base {
 		t := uint32(min(target-x.base, math.MaxUint32))
-		if i := offsetSlot(x.data, int(x.entries.Load()), t); i >= 0 {
+		if i = offsetSlot(x.data, n, t); i >= 0 {
 			e := x.data[i*OffsetEntrySize:]
 			off, pos = x.base+record.Offset(be.Uint32(e)), record.Position(be.Uint32(e[4:]))
 		}
 	}
+	if i+1 < n {
+		next = record.Position(be.Uint32(x.data[(i+1)*OffsetEntrySize+4:]))
+	}
 	x.mu.RUnlock()
-	return off, pos, nil
+	return off, pos, next, nil
 }
 
 // offsetSlot is Kafka's lookup over the first n entries of data: the slot

@@ -8,16 +8,26 @@ import (
 )
 
 // lookupReadAhead is how much of the log an offset lookup reads at a time
-// while it walks batch headers from the index entry: about one index
-// interval, so a lookup is usually one pread.
+// while it walks batch headers from the index entry, when the index cannot
+// say how far the next entry is: about two index intervals, so a lookup is
+// usually one pread.
 const lookupReadAhead = 8 << 10
+
+// spanSlack is what a lookup reads past the next index entry: the header of
+// the batch there and, for small batches, all of it, since the batch
+// holding the target may be that one.
+const spanSlack = 1 << 10
 
 // indexLookup returns the position to scan from for target: that of the
 // largest index entry at or below it. An index that turns out to be corrupt
 // or missing on first use is rebuilt on disk (see indexBroken), or on a
 // read-only log replaced by an in-memory one built from the log; the
 // problem is logged once.
-func (s *segment) indexLookup(target record.Offset) (record.Position, error) {
+//
+// It also returns how much of the log to read from there: up to just past
+// the next index entry, where the batch holding target starts at the
+// latest, or lookupReadAhead when there is no next entry.
+func (s *segment) indexLookup(target record.Offset) (record.Position, int, error) {
 	s.checkIndexEnds()
 	for try := 0; ; try++ {
 		s.idxMu.RLock()
@@ -25,13 +35,17 @@ func (s *segment) indexLookup(target record.Offset) (record.Position, error) {
 			s.idxMu.RUnlock()
 			break
 		}
-		_, pos, err := s.offIdx.Lookup(target)
+		_, pos, next, err := s.offIdx.LookupSpan(target)
 		s.idxMu.RUnlock()
 		if err == nil {
-			return pos, nil
+			span := lookupReadAhead
+			if next > pos {
+				span = int(min(next-pos, 2*lookupReadAhead)) + spanSlack
+			}
+			return pos, span, nil
 		}
 		if !indexUnusable(err) {
-			return 0, err
+			return 0, 0, err
 		}
 		if try > 0 || !s.indexBroken(err) {
 			break
@@ -39,9 +53,9 @@ func (s *segment) indexLookup(target record.Offset) (record.Position, error) {
 	}
 	m, err := s.memIndex()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return m.lookup(target), nil
+	return m.lookup(target), lookupReadAhead, nil
 }
 
 // timeLookup returns the offset to start a search by time from: that of the
@@ -80,7 +94,7 @@ func (s *segment) timeLookup(ts int64) (record.Offset, error) {
 // holds the batch. It reports false, with sc at the segment's end, when no
 // batch qualifies.
 func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.ScanOptions) (bool, error) {
-	start, err := s.indexLookup(target)
+	start, span, err := s.indexLookup(target)
 	if err != nil {
 		return false, err
 	}
@@ -88,7 +102,7 @@ func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.Sca
 	if start > size {
 		start = 0
 	}
-	sc.Reset(s.log, start, size, record.ScanOptions{HeadersOnly: true, ReadAhead: lookupReadAhead})
+	sc.Reset(s.log, start, size, record.ScanOptions{HeadersOnly: true, ReadAhead: span, MaxReadAhead: lookupReadAhead})
 	for sc.Next() {
 		if b := sc.Batch(); b.LastOffset() >= target {
 			sc.Seek(b.Pos, opts)
