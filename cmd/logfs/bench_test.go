@@ -2,18 +2,19 @@ package main
 
 import (
 	"bytes"
-	"encoding/binary"
+	"context"
 	"encoding/json"
-	"hash/crc32"
+	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/logfs/logfs/bench"
 )
 
 // tinyBench is a whole `logfs bench` run shrunk to a few seconds: every
@@ -49,10 +50,23 @@ func benchFUSE(t *testing.T) {
 // no mount.
 func requireBenchCleanedUp(t *testing.T, dir string) {
 	t.Helper()
-	require.Empty(t, mountsUnder(dir), "a mount was left behind")
+	require.Empty(t, mountsUnder(t, dir), "a mount was left behind")
 	ents, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, ents, "the run's data must be removed")
+}
+
+// mountsUnder lists the mount points at or under dir.
+func mountsUnder(t *testing.T, dir string) []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	return out
 }
 
 func TestBenchTable(t *testing.T) {
@@ -90,7 +104,7 @@ func TestBenchJSON(t *testing.T) {
 	out := ok(t, dir, "", tinyBench(dir, "--json", "--size", "100", "--count", "2")...)
 	requireBenchCleanedUp(t, dir)
 
-	var rep benchReport
+	var rep bench.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.Equal(t, []int{100}, rep.Options.Sizes)
 	require.Equal(t, []int64{400}, rep.Records)
@@ -103,27 +117,27 @@ func TestBenchJSON(t *testing.T) {
 		require.Equal(t, 2, r.Runs, "%+v", r)
 		require.Positive(t, r.NsPerOp, "%+v", r)
 		require.Zero(t, r.Wrong, "%+v", r)
-		if r.Subject == subjLogfs {
+		if r.Subject == bench.SubjectLogfs {
 			require.Positive(t, r.VsBase, "%+v", r)
 			require.NotEmpty(t, r.Baseline, "%+v", r)
 			require.Positive(t, r.Verified, "logfs answers are checked: %+v", r)
 		}
 		switch r.Phase {
-		case phLookup, phRead:
+		case bench.PhaseLookup, bench.PhaseRead:
 			require.Positive(t, r.Verified, "%+v", r)
 			require.Positive(t, r.MBps, "%+v", r)
-		case phMixed:
+		case bench.PhaseMixed:
 			require.Positive(t, r.LagP99, "%+v", r)
 			require.EqualValues(t, 2*300, r.Verified, "every follower checks every record")
 		}
 	}
 	for _, k := range []key{
-		{phAppend, subjLogfs}, {phAppend, subjRaw}, {phAppendSync, subjLogfs}, {phAppendSync, subjRaw},
-		{phLookup, subjLogfs}, {phLookup, subjRaw}, {phLookupTime, subjLogfs}, {phRead, subjLogfs}, {phRead, subjRaw},
-		{phMixed, subjLogfs},
+		{bench.PhaseAppend, bench.SubjectLogfs}, {bench.PhaseAppend, bench.SubjectRaw}, {bench.PhaseAppendSync, bench.SubjectLogfs}, {bench.PhaseAppendSync, bench.SubjectRaw},
+		{bench.PhaseLookup, bench.SubjectLogfs}, {bench.PhaseLookup, bench.SubjectRaw}, {bench.PhaseLookupTime, bench.SubjectLogfs}, {bench.PhaseRead, bench.SubjectLogfs}, {bench.PhaseRead, bench.SubjectRaw},
+		{bench.PhaseMixed, bench.SubjectLogfs},
 	} {
 		want := 1
-		if k.phase == phAppend || k.phase == phAppendSync || k.phase == phMixed {
+		if k.phase == bench.PhaseAppend || k.phase == bench.PhaseAppendSync || k.phase == bench.PhaseMixed {
 			want = 2 // batch 1 and 8
 		}
 		require.Equal(t, want, got[k], "%v", k)
@@ -131,57 +145,28 @@ func TestBenchJSON(t *testing.T) {
 	require.NotEmpty(t, rep.Targets)
 }
 
-// corruptFirstValue changes the last byte of the value of offset 0 in the
-// data set and fixes the batch's CRC, so that logfs itself cannot tell:
-// only the benchmark's own checks can.
-func corruptFirstValue(dir string) error {
-	logs, err := filepath.Glob(filepath.Join(dir, benchTopic+"-0", "*.log"))
-	if err != nil || len(logs) == 0 {
-		return os.ErrNotExist
-	}
-	b, err := os.ReadFile(logs[0])
-	if err != nil {
-		return err
-	}
-	size := int(binary.BigEndian.Uint32(b[8:12])) + 12
-	i := bytes.Index(b[:size], []byte("0000000000000000"))
-	if i < 0 {
-		return os.ErrNotExist
-	}
-	end := i + 100 - 1 // 100-byte values
-	b[end] = map[bool]byte{true: 'a', false: 'b'}[b[end] != 'a']
-	binary.BigEndian.PutUint32(b[17:21], crc32.Checksum(b[21:size], crc32.MakeTable(crc32.Castagnoli)))
-	return os.WriteFile(logs[0], b, 0o644)
-}
-
+// TestBenchFailsOnWrongData: a report with a wrong answer is printed and
+// fails the command. That the workloads catch wrong data, through the
+// storage API and through the mount, is tested in package bench, which can
+// corrupt a data set between writing and reading it.
 func TestBenchFailsOnWrongData(t *testing.T) {
-	cases := map[string]struct {
-		phases string
-		mount  bool
-	}{
-		"sequential read":       {phases: "read"},
-		"cat through the mount": {phases: "cat", mount: true},
+	runBench = func(ctx context.Context, o bench.Options, progress io.Writer) (*bench.Report, error) {
+		rep, err := bench.Run(ctx, o, progress)
+		if rep != nil && len(rep.Results) > 0 {
+			rep.Results[0].Wrong, rep.Results[0].WrongExample = 1, "offset 0: value bytes differ"
+			rep.Wrong++
+		}
+		return rep, err
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			if tc.mount {
-				benchFUSE(t)
-			}
-			benchTamper = corruptFirstValue
-			t.Cleanup(func() { benchTamper = nil })
-			dir := t.TempDir()
-			args := tinyBench(dir, "--size", "100", "--batch", "8", "--phases", tc.phases, "--logfs-binary", logfsBin)
-			if tc.mount {
-				args = append(args, "--mount")
-			}
-			var stdout, stderr bytes.Buffer
-			code := run(args, strings.NewReader(""), &stdout, &stderr)
-			require.Equal(t, exitFailure, code, "stdout: %s\nstderr: %s", &stdout, &stderr)
-			require.Contains(t, stderr.String(), "wrong answer")
-			require.Contains(t, stdout.String(), "WRONG")
-			requireBenchCleanedUp(t, dir)
-		})
-	}
+	t.Cleanup(func() { runBench = bench.Run })
+	dir := t.TempDir()
+	args := tinyBench(dir, "--size", "100", "--batch", "8", "--phases", "read")
+	var stdout, stderr bytes.Buffer
+	code := run(args, strings.NewReader(""), &stdout, &stderr)
+	require.Equal(t, exitFailure, code, "stdout: %s\nstderr: %s", &stdout, &stderr)
+	require.Contains(t, stderr.String(), "wrong answer")
+	require.Contains(t, stdout.String(), "WRONG")
+	requireBenchCleanedUp(t, dir)
 }
 
 func TestBenchMount(t *testing.T) {
@@ -190,23 +175,23 @@ func TestBenchMount(t *testing.T) {
 	out := ok(t, dir, "", tinyBench(dir, "--mount", "--json", "--size", "100", "--phases", "cat,tail,head,cat>>append,memory")...)
 	requireBenchCleanedUp(t, dir)
 
-	var rep benchReport
+	var rep bench.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.Zero(t, rep.Wrong)
-	got := map[string]benchResult{}
+	got := map[string]bench.Result{}
 	for _, r := range rep.Results {
 		got[r.Phase+"/"+r.Subject] = r
 	}
-	for _, phase := range []string{phCat, phTail, phHead, phCatAppend} {
-		m, p := got[phase+"/"+subjMount], got[phase+"/"+subjPlain]
+	for _, phase := range []string{bench.PhaseCat, bench.PhaseTail, bench.PhaseHead, bench.PhaseCatAppend} {
+		m, p := got[phase+"/"+bench.SubjectMount], got[phase+"/"+bench.SubjectPlain]
 		require.Positive(t, m.NsPerOp, phase)
 		require.Positive(t, p.NsPerOp, phase)
 		require.Positive(t, m.Verified, "%s through the mount is checked", phase)
-		require.Equal(t, subjPlain, m.Baseline, phase)
+		require.Equal(t, bench.SubjectPlain, m.Baseline, phase)
 		require.Positive(t, m.VsBase, phase)
 	}
-	require.EqualValues(t, 400, got[phCat+"/"+subjMount].Records)
-	require.EqualValues(t, 3*400, got[phCatAppend+"/"+subjMount].Verified, "three runs of 400 lines appended")
+	require.EqualValues(t, 400, got[bench.PhaseCat+"/"+bench.SubjectMount].Records)
+	require.EqualValues(t, 3*400, got[bench.PhaseCatAppend+"/"+bench.SubjectMount].Verified, "three runs of 400 lines appended")
 
 	mem := rep.Memory
 	require.NotNil(t, mem)
@@ -256,4 +241,27 @@ func TestBenchUsage(t *testing.T) {
 		r := logfs(t, dir, "", args...)
 		require.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
 	}
+}
+
+// TestBenchFlagDefaults: the flags written as text (lists, byte counts)
+// default to bench.DefaultOptions, as the numeric ones do by construction.
+func TestBenchFlagDefaults(t *testing.T) {
+	f := newBenchCommand().Flags()
+	d := bench.DefaultOptions()
+	def := func(name string) string { return f.Lookup(name).DefValue }
+	sizes, err := parseBenchSizes(def("size"))
+	require.NoError(t, err)
+	require.Equal(t, d.Sizes, sizes)
+	batches, err := parseBenchSizes(def("batch"))
+	require.NoError(t, err)
+	require.Equal(t, d.Batches, batches)
+	dataBytes, err := parseBenchBytes(def("data-bytes"))
+	require.NoError(t, err)
+	require.Equal(t, d.DataBytes, dataBytes)
+	segBytes, err := parseBenchBytes(def("segment-bytes"))
+	require.NoError(t, err)
+	require.Equal(t, d.SegmentBytes, segBytes)
+	phases, err := parseBenchPhases(def("phases"), false)
+	require.NoError(t, err)
+	require.Equal(t, d.Phases, phases)
 }

@@ -1,0 +1,418 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/logfs/logfs/layout"
+)
+
+// mountProc is a `logfs mount` child process serving a data directory.
+type mountProc struct {
+	cmd    *exec.Cmd
+	mp     string
+	done   chan struct{}
+	mu     sync.Mutex
+	stderr strings.Builder
+	err    error
+	once   sync.Once
+	stopEr error
+}
+
+// startMount runs EXE mount --data DIR -o OPTS MP and waits until it is
+// ready. The child gets SIGTERM if this process dies.
+func (r *runner) startMount(ctx context.Context, dataDir, mp string, opts string) (*mountProc, error) {
+	if err := os.MkdirAll(mp, 0o755); err != nil {
+		return nil, err
+	}
+	m := &mountProc{mp: mp, done: make(chan struct{})}
+	m.cmd = exec.Command(r.o.Exe, "mount", "--data", dataDir, "-o", opts, mp)
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	pipe, err := m.cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.cmd.Start(); err != nil {
+		return nil, err
+	}
+	r.mountMu.Lock()
+	r.mounts = append(r.mounts, m)
+	r.mountMu.Unlock()
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		var once sync.Once
+		for sc.Scan() {
+			m.mu.Lock()
+			m.stderr.WriteString(sc.Text() + "\n")
+			m.mu.Unlock()
+			if strings.Contains(sc.Text(), "ready:") {
+				once.Do(func() { close(ready) })
+			}
+		}
+		_, _ = io.Copy(io.Discard, pipe)
+		m.err = m.cmd.Wait()
+		close(m.done)
+	}()
+	select {
+	case <-ready:
+		return m, nil
+	case <-m.done:
+		return nil, fmt.Errorf("logfs mount exited before it was ready (%v): %s", m.err, strings.TrimSpace(m.errors()))
+	case <-time.After(60 * time.Second):
+		return nil, fmt.Errorf("logfs mount not ready after 60 s: %s", m.errors())
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (m *mountProc) errors() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stderr.String()
+}
+
+// stop unmounts (SIGTERM: the mount unmounts and closes the log cleanly),
+// forcing a lazy unmount and a kill if that does not work in time.
+func (m *mountProc) stop() error {
+	m.once.Do(func() {
+		select {
+		case <-m.done:
+		default:
+			_ = m.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-m.done:
+			case <-time.After(20 * time.Second):
+				_ = unix.Unmount(m.mp, unix.MNT_DETACH)
+				_ = m.cmd.Process.Kill()
+				<-m.done
+				m.stopEr = fmt.Errorf("logfs mount did not stop on SIGTERM: %s", m.errors())
+			}
+		}
+		if len(mountsUnder(m.mp)) > 0 {
+			if err := unix.Unmount(m.mp, unix.MNT_DETACH); err != nil {
+				m.stopEr = errors.Join(m.stopEr, fmt.Errorf("unmount %s: %w", m.mp, err))
+			}
+		}
+	})
+	return m.stopEr
+}
+
+// mountsUnder lists the mount points at or under dir.
+func mountsUnder(dir string) []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+// runTool runs a command with stdout going to out and returns how long it
+// took from start to exit.
+func runTool(ctx context.Context, out io.Writer, name string, args ...string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdout = out
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	t := time.Now()
+	err := cmd.Run()
+	d := time.Since(t)
+	if err != nil {
+		return d, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return d, nil
+}
+
+// dropCache evicts a file's pages from the page cache, so that the next
+// read of a mount's record file is answered by logfs, not by the kernel's
+// copy of an earlier read (record files are opened with FOPEN_KEEP_CACHE).
+func dropCache(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+}
+
+// toolPhases mounts the data set in dataDir and runs cat, tail, head and
+// cat >> append on it and on plain files of the same content.
+func (r *runner) toolPhases(ctx context.Context, dataDir string, p *payload, n int64) (err error) {
+	o := &r.o
+	size := p.size
+	work := filepath.Join(r.root, fmt.Sprintf("mount-%d", size))
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, removeSynced(work)) }()
+
+	// The plain file: the same text the mount shows in offset/0.
+	plain := filepath.Join(work, "plain.txt")
+	if err := writeRendering(plain, p, 0, n); err != nil {
+		return err
+	}
+	logs, err := filepath.Glob(filepath.Join(dataDir, layout.PartitionDirName(topic, 0), "*"+layout.LogSuffix))
+	if err != nil || len(logs) == 0 {
+		return fmt.Errorf("no .log files in %s: %v", dataDir, err)
+	}
+	slices.Sort(logs)
+	var logBytes int64
+	for _, f := range logs {
+		st, err := os.Stat(f)
+		if err != nil {
+			return err
+		}
+		logBytes += st.Size()
+	}
+	if err := settle(dataDir); err != nil {
+		return err
+	}
+	if err := settle(work); err != nil {
+		return err
+	}
+	mp := filepath.Join(work, "mnt")
+	opts := fmt.Sprintf("segment.bytes=%d,flush.ms=-1,retention.ms=-1", o.SegmentBytes)
+	m, err := r.startMount(ctx, dataDir, mp, opts)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, m.stop()) }()
+	rec0 := filepath.Join(mp, topic, "0", "offset", "0")
+	devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer devNull.Close()
+	renderBytes := n * int64(size+1)
+
+	if o.wants(PhaseCat) {
+		// One checked run of each, then timed runs into /dev/null.
+		check := newExpectWriter(p, 0, n)
+		if _, err := runTool(ctx, check, "cat", rec0); err != nil {
+			return err
+		}
+		mres := Result{Phase: PhaseCat, Size: size, Subject: SubjectMount, What: "cat offset/0 > /dev/null", Records: n, Bytes: renderBytes}
+		if err := check.done(); err != nil {
+			mres.wrong(fmt.Errorf("cat offset/0: %w", err))
+		}
+		mres.Verified = n
+		var cnt countWriter
+		if _, err := runTool(ctx, &cnt, "cat", logs...); err != nil {
+			return err
+		}
+		pres := Result{Phase: PhaseCat, Size: size, Subject: SubjectPlain, What: "cat *.log > /dev/null", Records: n, Bytes: logBytes,
+			Note: "the partition's .log files"}
+		if int64(cnt) != logBytes {
+			pres.wrong(fmt.Errorf("cat of the .log files gave %d bytes, want %d", cnt, logBytes))
+		}
+		runs := max(o.Count, 3)
+		mlat, plat := make([]int64, 0, runs), make([]int64, 0, runs)
+		for range runs {
+			if err := dropCache(rec0); err != nil {
+				return err
+			}
+			d, err := runTool(ctx, devNull, "cat", rec0)
+			if err != nil {
+				return err
+			}
+			mlat = append(mlat, int64(d))
+			if d, err = runTool(ctx, devNull, "cat", logs...); err != nil {
+				return err
+			}
+			plat = append(plat, int64(d))
+		}
+		for _, x := range []struct {
+			res *Result
+			lat []int64
+		}{{&mres, mlat}, {&pres, plat}} {
+			slices.Sort(x.lat)
+			x.res.Elapsed = time.Duration(x.lat[(len(x.lat)-1)/2]) // median run
+			x.res.Ops = 1
+			x.res.LatUnit = "run"
+			x.res.P50, x.res.P99 = percentiles(x.lat)
+			x.res.Note = strings.TrimPrefix(x.res.Note+fmt.Sprintf("; median of %d runs", runs), "; ")
+			r.add(*x.res)
+		}
+	}
+
+	if o.wants(PhaseTail) {
+		k := min(n, 10)
+		mres := Result{Phase: PhaseTail, Size: size, Subject: SubjectMount, What: "tail -n 10 offset/0", LatUnit: "run", Note: "FUSE page cache dropped before each run"}
+		pres := Result{Phase: PhaseTail, Size: size, Subject: SubjectPlain, What: "tail -n 10 plain.txt", LatUnit: "run"}
+		mlat, plat := make([]int64, 0, o.ToolRuns), make([]int64, 0, o.ToolRuns)
+		for range o.ToolRuns {
+			if err := dropCache(rec0); err != nil {
+				return err
+			}
+			for _, x := range []struct {
+				res  *Result
+				lat  *[]int64
+				file string
+			}{{&mres, &mlat, rec0}, {&pres, &plat, plain}} {
+				check := newExpectWriter(p, n-k, n)
+				d, err := runTool(ctx, check, "tail", "-n", "10", x.file)
+				if err != nil {
+					return err
+				}
+				if err := check.done(); err != nil {
+					x.res.wrong(fmt.Errorf("tail -n 10 %s: %w", x.file, err))
+				}
+				x.res.Verified++
+				x.res.Elapsed += d
+				*x.lat = append(*x.lat, int64(d))
+			}
+		}
+		for _, x := range []struct {
+			res *Result
+			lat []int64
+		}{{&mres, mlat}, {&pres, plat}} {
+			x.res.Ops = int64(len(x.lat))
+			x.res.P50, x.res.P99 = percentiles(x.lat)
+			r.add(*x.res)
+		}
+	}
+
+	if o.wants(PhaseHead) {
+		rng := rand.New(rand.NewPCG(o.Seed, uint64(size)+1))
+		mres := Result{Phase: PhaseHead, Size: size, Subject: SubjectMount, What: "head -n 1 offset/N, random N", LatUnit: "run"}
+		pres := Result{Phase: PhaseHead, Size: size, Subject: SubjectPlain, What: "head -n 1 plain.txt", LatUnit: "run", Note: "first line: no lookup"}
+		mlat, plat := make([]int64, 0, o.ToolRuns), make([]int64, 0, o.ToolRuns)
+		for range o.ToolRuns {
+			off := rng.Int64N(n)
+			for _, x := range []struct {
+				res  *Result
+				lat  *[]int64
+				file string
+				off  int64
+			}{{&mres, &mlat, filepath.Join(mp, topic, "0", "offset", strconv.FormatInt(off, 10)), off}, {&pres, &plat, plain, 0}} {
+				check := newExpectWriter(p, x.off, x.off+1)
+				d, err := runTool(ctx, check, "head", "-n", "1", x.file)
+				if err != nil {
+					return err
+				}
+				if err := check.done(); err != nil {
+					x.res.wrong(fmt.Errorf("head -n 1 %s: %w", x.file, err))
+				}
+				x.res.Verified++
+				x.res.Elapsed += d
+				*x.lat = append(*x.lat, int64(d))
+			}
+		}
+		for _, x := range []struct {
+			res *Result
+			lat []int64
+		}{{&mres, mlat}, {&pres, plat}} {
+			x.res.Ops = int64(len(x.lat))
+			x.res.P50, x.res.P99 = percentiles(x.lat)
+			r.add(*x.res)
+		}
+	}
+
+	if o.wants(PhaseCatAppend) {
+		if err := r.catAppend(ctx, work, mp, p, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// catAppend measures `cat FILE >> TOPIC/0/append` into a new topic of the
+// mount against `cat FILE >> plain` and checks what the mount appended.
+func (r *runner) catAppend(ctx context.Context, work, mp string, p *payload, n int64) error {
+	size := p.size
+	input := filepath.Join(work, "input.txt")
+	if err := writeRendering(input, p, 0, n); err != nil {
+		return err
+	}
+	inBytes := n * int64(size+1)
+	appendTopic := fmt.Sprintf("append-%d", size)
+	if err := os.Mkdir(filepath.Join(mp, appendTopic), 0o755); err != nil {
+		return fmt.Errorf("create topic through the mount: %w", err)
+	}
+	appendFile := filepath.Join(mp, appendTopic, "0", "append")
+	plainOut := filepath.Join(work, "appended.txt")
+	if err := settle(work); err != nil {
+		return err
+	}
+	runs := max(r.o.Count, 3)
+	mres := Result{Phase: PhaseCatAppend, Size: size, Subject: SubjectMount, What: "cat input >> TOPIC/0/append", LatUnit: "run"}
+	pres := Result{Phase: PhaseCatAppend, Size: size, Subject: SubjectPlain, What: "cat input >> plain file", LatUnit: "run"}
+	mlat, plat := make([]int64, 0, runs), make([]int64, 0, runs)
+	for range runs {
+		for _, x := range []struct {
+			lat  *[]int64
+			file string
+		}{{&mlat, appendFile}, {&plat, plainOut}} {
+			f, err := os.OpenFile(x.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+			if err != nil {
+				return err
+			}
+			t := time.Now()
+			if _, err := runTool(ctx, f, "cat", input); err != nil {
+				f.Close()
+				return err
+			}
+			err = f.Close() // the shell closes after cat exits; a partial line would be appended here
+			d := time.Since(t)
+			if err != nil {
+				return err
+			}
+			*x.lat = append(*x.lat, int64(d))
+		}
+	}
+	// What the mount appended: `runs` copies of the input, record by record.
+	want := int64(runs) * n
+	check := newRepeatWriter(p, n, runs)
+	rf, err := os.Open(filepath.Join(mp, appendTopic, "0", "offset", "0"))
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(check, rf)
+	rf.Close()
+	if err != nil {
+		return err
+	}
+	if err := check.done(); err != nil {
+		mres.wrong(fmt.Errorf("offset/0 of the appended topic: %w", err))
+	}
+	mres.Verified = want
+	if st, err := os.Stat(plainOut); err != nil {
+		return err
+	} else if st.Size() != int64(runs)*inBytes {
+		pres.wrong(fmt.Errorf("plain file holds %d bytes, want %d", st.Size(), int64(runs)*inBytes))
+	}
+	for _, x := range []struct {
+		res *Result
+		lat []int64
+	}{{&mres, mlat}, {&pres, plat}} {
+		slices.Sort(x.lat)
+		x.res.Elapsed = time.Duration(x.lat[(len(x.lat)-1)/2])
+		x.res.Ops, x.res.Records, x.res.Bytes = 1, n, inBytes
+		x.res.P50, x.res.P99 = percentiles(x.lat)
+		x.res.Note = fmt.Sprintf("%s input; median of %d runs", sizeCell(inBytes), runs)
+		r.add(*x.res)
+	}
+	return nil
+}

@@ -1,0 +1,266 @@
+package bench
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Report is what a run measured. WriteTable prints it for people,
+// WriteJSON for machines; the JSON names are part of the output format.
+type Report struct {
+	Machine  Machine   `json:"machine"`
+	Options  Options   `json:"options"`
+	Records  []int64   `json:"records_per_size"` // records of every data set, by Options.Sizes
+	Started  time.Time `json:"started"`
+	ElapsedS float64   `json:"elapsed_s"`
+	LoadEnd  string    `json:"loadavg_end"`
+	// Results has one row per cell (phase, record size, batch, subject):
+	// the median of its Options.Count runs, sorted by size, phase, batch
+	// and subject.
+	Results []Result `json:"results"`
+	Memory  *Memory  `json:"memory,omitempty"` // the memory phase, if run
+	Targets []Target `json:"targets"`
+	Wrong   int64    `json:"wrong_answers"` // over all results and memory
+}
+
+// Err returns an error wrapping ErrWrongAnswer when the run found a wrong
+// answer, nil otherwise. Its text points at the WRONG notes of the table.
+func (rep *Report) Err() error {
+	if rep.Wrong == 0 {
+		return nil
+	}
+	s := "s"
+	if rep.Wrong == 1 {
+		s = ""
+	}
+	return fmt.Errorf("%d wrong answer%s: %w (see WRONG above)", rep.Wrong, s, ErrWrongAnswer)
+}
+
+// Result is one measured cell: a phase, a record size, a batch size and a
+// subject.
+type Result struct {
+	Phase   string `json:"phase"`
+	Size    int    `json:"record_size"`
+	Batch   int    `json:"batch,omitempty"`
+	Subject string `json:"subject"`
+	What    string `json:"what"` // the command or call measured
+
+	Ops     int64         `json:"ops"`     // timed operations: records, calls, lookups, tool runs
+	Records int64         `json:"records"` // records moved (0 for latency phases)
+	Bytes   int64         `json:"bytes"`   // bytes moved: values, or a tool's output or input
+	Elapsed time.Duration `json:"elapsed_ns"`
+	NsPerOp float64       `json:"ns_per_op"`
+	MBps    float64       `json:"mb_per_s,omitempty"` // 1 MB = 1e6 bytes
+	RecPerS float64       `json:"records_per_s,omitempty"`
+	P50     time.Duration `json:"latency_p50_ns,omitempty"`
+	P99     time.Duration `json:"latency_p99_ns,omitempty"`
+	LatUnit string        `json:"latency_unit,omitempty"` // what one latency sample is
+
+	// Baseline is the subject this row is compared with; VsBase is the
+	// baseline's time per record (per operation when no records move)
+	// divided by this row's: above 1 this row is faster.
+	Baseline string  `json:"baseline,omitempty"`
+	VsBase   float64 `json:"vs_baseline,omitempty"`
+
+	Verified     int64  `json:"verified"` // values (or bytes of tool output) checked against what was written
+	Wrong        int64  `json:"wrong"`
+	WrongExample string `json:"wrong_example,omitempty"`
+
+	Runs     int     `json:"runs"`
+	MinNsOp  float64 `json:"min_ns_per_op,omitempty"`
+	MaxNsOp  float64 `json:"max_ns_per_op,omitempty"`
+	Note     string  `json:"note,omitempty"`
+	DiskSize int64   `json:"disk_bytes,omitempty"`
+
+	// mixed only
+	Readers    int           `json:"readers,omitempty"`
+	ReaderMBps float64       `json:"reader_mb_per_s,omitempty"` // all readers together
+	LagP50     time.Duration `json:"lag_p50_ns,omitempty"`
+	LagP99     time.Duration `json:"lag_p99_ns,omitempty"`
+}
+
+func (r *Result) finish() {
+	if r.Elapsed <= 0 {
+		return
+	}
+	if r.Ops > 0 {
+		r.NsPerOp = float64(r.Elapsed) / float64(r.Ops)
+	}
+	s := r.Elapsed.Seconds()
+	r.MBps = float64(r.Bytes) / 1e6 / s
+	r.RecPerS = float64(r.Records) / s
+}
+
+// unitNs is the time per record, or per operation when no records move.
+func (r *Result) unitNs() float64 {
+	if r.Records > 0 {
+		return float64(r.Elapsed) / float64(r.Records)
+	}
+	return r.NsPerOp
+}
+
+func (r *Result) wrong(err error) {
+	if r.Wrong == 0 {
+		r.WrongExample = err.Error()
+	}
+	r.Wrong++
+}
+
+// Memory is what the memory phase found.
+type Memory struct {
+	Segments   int          `json:"segments"`
+	Partitions int          `json:"partitions"`
+	BuildS     float64      `json:"build_s"`
+	Steps      []MemoryStep `json:"steps"`
+	// SegmentsRead counts the segments the reads touched; Mapped those
+	// whose index files the mount has mapped at the end; MappedUnread those
+	// mapped without having been read (must be 0).
+	SegmentsRead int      `json:"segments_read"`
+	Mapped       int      `json:"segments_mapped"`
+	MappedUnread int      `json:"segments_mapped_unread"`
+	PeakRSS      int64    `json:"peak_rss_bytes"` // VmHWM of the mount process
+	Unread       []string `json:"mapped_unread_examples,omitempty"`
+	Verified     int64    `json:"verified"`
+	Wrong        int64    `json:"wrong"`
+	WrongExample string   `json:"wrong_example,omitempty"`
+}
+
+// MemoryStep is the mount process after one step of the memory phase.
+type MemoryStep struct {
+	Step       string `json:"step"`
+	RSS        int64  `json:"rss_bytes"`       // VmRSS
+	HWM        int64  `json:"peak_rss_bytes"`  // VmHWM
+	Maps       int    `json:"maps"`            // lines of /proc/PID/maps
+	IndexMaps  int    `json:"index_maps"`      // of them, .index and .timeindex files
+	SegsMapped int    `json:"segments_mapped"` // segments with a mapped index
+}
+
+// Target is one of the performance targets of the project, with the
+// figure this run measured for it.
+type Target struct {
+	Target   string  `json:"target"`
+	Measured string  `json:"measured"`
+	Value    float64 `json:"value"`
+	Met      bool    `json:"met"`
+}
+
+// percentiles returns the nearest-rank p50 and p99, sorting samples.
+func percentiles(samples []int64) (p50, p99 time.Duration) {
+	if len(samples) == 0 {
+		return 0, 0
+	}
+	slices.Sort(samples)
+	at := func(q float64) time.Duration {
+		i := int(math.Ceil(q*float64(len(samples)))) - 1
+		return time.Duration(samples[max(0, min(i, len(samples)-1))])
+	}
+	return at(0.50), at(0.99)
+}
+
+// medians folds the Count runs of every cell into the run with the median
+// time per operation, keeping the extremes and every wrong answer.
+func medians(rs []Result) []Result {
+	type key struct {
+		phase, subj string
+		size, batch int
+	}
+	groups := map[key][]Result{}
+	var order []key
+	for _, r := range rs {
+		k := key{r.Phase, r.Subject, r.Size, r.Batch}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	out := make([]Result, 0, len(order))
+	for _, k := range order {
+		g := groups[k]
+		slices.SortStableFunc(g, func(a, b Result) int { return cmp.Compare(a.NsPerOp, b.NsPerOp) })
+		m := g[(len(g)-1)/2]
+		m.Runs, m.MinNsOp, m.MaxNsOp = len(g), g[0].NsPerOp, g[len(g)-1].NsPerOp
+		m.Wrong, m.WrongExample = 0, ""
+		for _, r := range g {
+			if r.Wrong > 0 && m.WrongExample == "" {
+				m.WrongExample = r.WrongExample
+			}
+			m.Wrong += r.Wrong
+		}
+		out = append(out, m)
+	}
+	slices.SortStableFunc(out, func(a, b Result) int {
+		return cmp.Or(cmp.Compare(a.Size, b.Size), cmp.Compare(slices.Index(allPhases, a.Phase), slices.Index(allPhases, b.Phase)),
+			cmp.Compare(a.Batch, b.Batch), cmp.Compare(subjRank(a.Subject), subjRank(b.Subject)))
+	})
+	return out
+}
+
+func subjRank(s string) int {
+	return slices.Index([]string{SubjectLogfs, SubjectMount, SubjectRaw, SubjectPlain}, s)
+}
+
+// ratios sets Baseline and VsBase on logfs and mount rows.
+func ratios(rs []Result) {
+	find := func(phase, subj string, size, batch int) *Result {
+		for i := range rs {
+			if r := &rs[i]; r.Phase == phase && r.Subject == subj && r.Size == size && r.Batch == batch && r.Elapsed > 0 {
+				return r
+			}
+		}
+		return nil
+	}
+	for i := range rs {
+		r := &rs[i]
+		var base *Result
+		switch {
+		case r.Subject == SubjectMount:
+			base = find(r.Phase, SubjectPlain, r.Size, r.Batch)
+		case r.Subject != SubjectLogfs:
+		case r.Phase == PhaseLookupTime:
+			base = find(PhaseLookup, SubjectRaw, r.Size, 0)
+		case r.Phase == PhaseMixed:
+			base = find(PhaseAppend, SubjectRaw, r.Size, r.Batch)
+		default:
+			base = find(r.Phase, SubjectRaw, r.Size, r.Batch)
+		}
+		if base != nil && r.Elapsed > 0 {
+			r.Baseline = base.Subject
+			r.VsBase = base.unitNs() / r.unitNs()
+		}
+	}
+}
+
+// targets checks the project's targets that this package measures. Those
+// against liftbridge are checked by the bench/peers harness.
+func targets(rep *Report) []Target {
+	var ts []Target
+	add := func(target, measured string, v float64, met bool) {
+		ts = append(ts, Target{Target: target, Measured: measured, Value: v, Met: met})
+	}
+	for _, r := range rep.Results {
+		where := fmt.Sprintf("%d B", r.Size)
+		switch {
+		case r.Subject == SubjectLogfs && r.Phase == PhaseAppend && r.Batch > 1 && r.VsBase > 0:
+			add("batched append >= 0.7x raw", fmt.Sprintf("%s, batch %d: %.2fx raw (%.0f vs %.0f MB/s)", where, r.Batch, r.VsBase, r.MBps, r.MBps/r.VsBase), r.VsBase, r.VsBase >= 0.7)
+		case r.Subject == SubjectLogfs && r.Phase == PhaseRead && r.VsBase > 0:
+			add("sequential read >= 0.7x raw", fmt.Sprintf("%s: %.2fx raw (%.0f vs %.0f MB/s)", where, r.VsBase, r.MBps, r.MBps/r.VsBase), r.VsBase, r.VsBase >= 0.7)
+		case r.Subject == SubjectMount && r.Phase == PhaseCat:
+			add("cat offset/0 >= 1 GB/s", fmt.Sprintf("%s: %.0f MB/s", where, r.MBps), r.MBps, r.MBps >= 1000)
+			if r.VsBase > 0 {
+				add("cat offset/0 >= 0.4x cat of the .log files", fmt.Sprintf("%s: %.2fx (same records)", where, r.VsBase), r.VsBase, r.VsBase >= 0.4)
+			}
+		case r.Subject == SubjectMount && r.Phase == PhaseTail:
+			add("tail -n 10 offset/0 < 20 ms", fmt.Sprintf("%s: p50 %s, p99 %s", where, durCell(r.P50), durCell(r.P99)), r.P50.Seconds()*1e3, r.P50 < 20*time.Millisecond)
+		case r.Subject == SubjectMount && r.Phase == PhaseCatAppend:
+			add("cat >> append >= 300 MB/s", fmt.Sprintf("%s: %.0f MB/s", where, r.MBps), r.MBps, r.MBps >= 300)
+		}
+	}
+	if m := rep.Memory; m != nil && len(m.Steps) > 0 {
+		add(fmt.Sprintf("mount of %d segments < 150 MB RSS", m.Segments), fmt.Sprintf("peak RSS %s", sizeCell(m.PeakRSS)), float64(m.PeakRSS)/1e6, m.PeakRSS < 150e6)
+		add("index mappings only for segments read", fmt.Sprintf("%d segments mapped, %d read, %d mapped unread", m.Mapped, m.SegmentsRead, m.MappedUnread), float64(m.MappedUnread), m.MappedUnread == 0)
+	}
+	return ts
+}
