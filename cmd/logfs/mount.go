@@ -119,6 +119,12 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 			return closeLog(l, err)
 		}
 	}
+	// From here on a signal unmounts instead of killing the process with
+	// the mount still up: one that arrives while mounting, or the moment
+	// the ready line is out, is handled once the mount is up.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sig)
 	srv, err := mountfs.Mount(mountpoint, l, mountfs.Options{ReadOnly: m.readOnly, AllowOther: m.allowOther, Debug: m.debug, Logger: logger})
 	if err != nil {
 		return closeLog(l, err)
@@ -134,9 +140,6 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	// The line scripts and tests wait for.
 	fmt.Fprintf(stderr, "logfs mount: ready: %s mounted at %s (%s); Ctrl-C or 'umount %s' unmounts\n", m.dir, mp, mode, mp)
 
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sig)
 	done := make(chan struct{})
 	go func() {
 		srv.Wait()
