@@ -193,3 +193,28 @@ func copyDir(t *testing.T, from, to string) {
 		return os.WriteFile(dst, data, 0o644)
 	}))
 }
+
+// TestCheckpointsLogStartFirst: the log-start checkpoint is in place before
+// the recovery-point checkpoint is written, so a crash between them never
+// leaves a recovery point newer than the log start (see writeCheckpoints).
+func TestCheckpointsLogStartFirst(t *testing.T) {
+	dir := t.TempDir()
+	buildSegments(t, dir, 100)
+	fs := &opLog{FS: vfs.Default}
+	l := openLog(t, dir, Options{FS: fs})
+	fs.mu.Lock()
+	fs.ops = nil
+	fs.mu.Unlock()
+	require.NoError(t, l.Sync())
+	ls, rp := -1, -1
+	for i, op := range fs.ops {
+		switch {
+		case strings.HasPrefix(op, "rename "+layout.LogStartFile+".tmp"):
+			ls = i
+		case strings.HasPrefix(op, "rename "+layout.RecoveryPointFile+".tmp"):
+			rp = i
+		}
+	}
+	require.GreaterOrEqual(t, ls, 0, "%v", fs.ops)
+	require.Greater(t, rp, ls, "%v", fs.ops)
+}

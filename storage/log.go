@@ -499,11 +499,18 @@ func (l *Log) writeCheckpoints() error {
 	rp := map[recovery.TopicPartition]record.Offset{}
 	ls := map[recovery.TopicPartition]record.Offset{}
 	for _, t := range l.allTopics() {
-		t.checkpoints(rp, ls)
+		t.checkpoints(rp, ls) // each recovery point read before its log start
 	}
-	return errors.Join(
-		recovery.WriteCheckpoint(l.fs, filepath.Join(l.dir, layout.RecoveryPointFile), rp),
-		recovery.WriteCheckpoint(l.fs, filepath.Join(l.dir, layout.LogStartFile), ls))
+	// The log start first, and the recovery point only once it is durable.
+	// A recovery point can vouch for offsets that were never fsynced: those
+	// of segments retention detached before a flush (Partition.Sync flushes
+	// the segments the partition still has). Such offsets are below the log
+	// start read after it, so with the log start durable first a crash can
+	// never leave a recovery point that vouches for visible, unsynced data.
+	if err := recovery.WriteCheckpoint(l.fs, filepath.Join(l.dir, layout.LogStartFile), ls); err != nil {
+		return err
+	}
+	return recovery.WriteCheckpoint(l.fs, filepath.Join(l.dir, layout.RecoveryPointFile), rp)
 }
 
 // Close shuts the log down cleanly: flush and close every partition, write
