@@ -48,6 +48,7 @@ type corruptWant struct {
 	dropped    []int    // segments dropped
 	removed    []string // files removed as leftovers, by name
 	rebuilt    []int    // segments whose missing indexes are rebuilt at load
+	expired    []int    // segments removed as below the log start
 	// badAt, when set, is a corruption left in place below the recovery
 	// point: reads from the start return the records before badOffset and
 	// then a *record.CorruptError at (badSeg, badAt); Check fails; a forced
@@ -505,6 +506,23 @@ func corruptionCases(ref *built) map[string]corruptCase {
 			return corruptWant{start: b.end, end: b.end, cutSeg: -1}
 		},
 	}
+	for _, sd := range []shutdown{clean, unclean} {
+		cases[fmt.Sprintf("segments below the log start checkpoint (%v)", sd)] = corruptCase{
+			// Retention's renames reverted by a crash, or a broker that had
+			// not deleted them yet.
+			shutdown: sd,
+			damage: func(t *testing.T, b *built) {
+				tp := recovery.TopicPartition{Topic: "t", Partition: 0}
+				require.NoError(t, recovery.WriteCheckpoint(vfs.Default, filepath.Join(b.data, layout.LogStartFile),
+					map[recovery.TopicPartition]record.Offset{tp: b.segs[2].base}))
+			},
+			want: func(b *built) corruptWant {
+				w := intact(b)
+				w.start, w.expired = b.segs[2].base, []int{0, 1}
+				return w
+			},
+		}
+	}
 	cases["log end below the log start checkpoint (unclean)"] = corruptCase{
 		// Retention's renames survived a crash that its roll did not.
 		shutdown: unclean,
@@ -514,9 +532,10 @@ func corruptionCases(ref *built) map[string]corruptCase {
 				map[recovery.TopicPartition]record.Offset{tp: b.end + 40}))
 		},
 		want: func(b *built) corruptWant {
-			// Every segment goes; offsets go on from the log start, never
-			// handing out 60-99 again.
-			return corruptWant{start: b.end + 40, end: b.end + 40, cutSeg: -1, dropped: []int{0, 1, 2, 3}}
+			// Every segment goes (expired, not dropped: retention deleted
+			// them); offsets go on from the log start, never handing out
+			// 60-99 again.
+			return corruptWant{start: b.end + 40, end: b.end + 40, cutSeg: -1, expired: []int{0, 1, 2, 3}}
 		},
 	}
 	for _, sd := range []shutdown{clean, unclean} {
@@ -645,6 +664,15 @@ func checkCorruptionOutcome(t *testing.T, b *built, sd shutdown, w corruptWant, 
 		gotDropped = append(gotDropped, d.Base)
 	}
 	require.Equal(t, dropped, gotDropped, "dropped segments")
+	var expired, gotExpired []record.Offset
+	for _, d := range w.expired {
+		expired = append(expired, base(d))
+	}
+	for _, d := range pr.Expired {
+		gotExpired = append(gotExpired, d.Base)
+		require.False(t, exists(d.File), "expired segment %d is gone", d.Base)
+	}
+	require.Equal(t, expired, gotExpired, "expired segments")
 	var removed []string
 	for _, f := range pr.Removed {
 		removed = append(removed, filepath.Base(f))

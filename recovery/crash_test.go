@@ -150,6 +150,26 @@ func (w *workload) run() error {
 	if err := phase(10); err != nil {
 		return err
 	}
+	// Time passes: retention.ms condemns every segment, so retention rolls
+	// a new active segment first and deletes all the others.
+	top, err = w.log.Topic(crashTopic)
+	if err != nil {
+		return err
+	}
+	o = top.Overrides()
+	if err := o.Set("retention.ms", "3600000"); err != nil {
+		return err
+	}
+	if err := top.SetConfig(o); err != nil {
+		return err
+	}
+	w.now.Add(2 * 3600 * 1000)
+	if err := w.retention(); err != nil {
+		return err
+	}
+	if err := phase(6); err != nil {
+		return err
+	}
 	return w.closeLog()
 }
 

@@ -46,11 +46,12 @@
 //     index ends with the segment's max timestamp. Index files are written
 //     as *.tmp and renamed into place. Scans run up to four segments ahead
 //     of the decisions, which are taken in order.
-//  3. A gap between two scanned segments is a hole when the recovery point
-//     does not vouch for the offsets before it (a crash lost the end of a
-//     segment whose successor survived): the later segments are dropped.
-//     Kafka's compaction can leave such gaps too, but in flushed segments,
-//     below the recovery point, where they are kept.
+//  3. A gap between two scanned segments is a hole when any offset in it
+//     lies above both the recovery point and the log start (a crash lost
+//     the end of a segment, or a whole segment, whose successor survived):
+//     the later segments are dropped. Offsets below the recovery point were
+//     durable, so a gap there is Kafka's compaction (in flushed segments)
+//     and is kept; offsets below the log start were deleted by retention.
 //  4. Segments below the recovery point were fsynced before the checkpoint
 //     that vouches for them was written: they are not scanned. Missing
 //     index files are rebuilt from the batch headers now (RebuildIndexes);
@@ -62,9 +63,11 @@
 //     recovery point, whichever is higher; an empty active segment gets
 //     empty indexes.
 //  6. The log start is the checkpoint's, or the first segment's base if
-//     higher, never above the log end. Retention writes the checkpoint with
-//     the new log start before it renames a segment, so segments a crash
-//     brought back from a retention stay below it.
+//     higher. Retention writes the checkpoint with the new log start before
+//     it renames a segment, so a crash can only bring segments back below
+//     it: segments entirely below the log start are removed (Expired), and a
+//     log that ends below it starts afresh there with an empty segment, as
+//     Kafka does, so that no offset is handed out twice.
 //
 // A corrupt batch in a segment below the recovery point is not found at
 // open: a read that reaches it fails with a *record.CorruptError naming the
@@ -119,6 +122,8 @@
 //	active segment's .log missing                any        orphans removed; the log ends where the
 //	                                                          previous segment does; appends go on there
 //	every segment file missing                   unclean    an empty segment at the recovery point
+//	segments entirely below the log-start        any        removed: retention deleted them, and a crash
+//	  checkpoint (retention's renames reverted)               brought some back (reported as expired)
 //	log end below the log-start checkpoint       unclean    every segment dropped, an empty one at the log
 //	  (retention's renames outlived its roll)                 start (Kafka): no offset is handed out twice
 //	empty active segment with garbage indexes    any        recreated with empty indexes

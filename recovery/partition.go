@@ -114,6 +114,15 @@ func (l *loader) load() error {
 	if len(bases) == 0 {
 		return l.empty()
 	}
+	// Segments entirely below the log start were deleted by retention:
+	// their renames did not all survive a crash, or a Kafka broker had
+	// not got to them. Their data is gone for readers; remove the files.
+	if n := expiredPrefix(bases, o.LogStart); n > 0 {
+		if err := l.expire(files, bases[:n], fmt.Sprintf("entirely below the log start offset %d of the checkpoint: deleted by retention", o.LogStart)); err != nil {
+			return err
+		}
+		bases = bases[n:]
+	}
 	recoverFrom := l.recoverFrom(bases)
 	first := sort.Search(len(bases), func(i int) bool { return bases[i] >= recoverFrom })
 	for _, base := range bases[:first] {
@@ -268,16 +277,18 @@ func (l *loader) recoverSegments(files *segmentFiles, bases []record.Offset) err
 
 // hole says why a scanned segment that ended at prevNext cannot be followed
 // by a segment starting at base, or "". Segments overlap only by
-// corruption. A gap is a hole when the recovery point does not vouch for
-// the offsets before it: a crash lost the end of a segment whose successor
-// survived. Kafka's compaction can leave gaps between segments too, but only
-// in flushed segments, below the recovery point.
+// corruption. Offsets missing between them are explained when they are
+// below the recovery point (durable once, so absent by compaction: Kafka's
+// cleaner leaves such gaps, in flushed segments) or below the log start
+// (deleted by retention). Any missing offset above both is a hole: a crash
+// lost the end of a segment, or a whole segment, whose successor survived.
 func (l *loader) hole(prevNext, base record.Offset) string {
+	explained := max(l.o.RecoveryPoint, l.o.LogStart)
 	switch {
 	case base < prevNext:
 		return fmt.Sprintf("its base offset %d is below %d, where the previous segment ends", base, prevNext)
-	case base > prevNext && prevNext >= l.o.RecoveryPoint:
-		return fmt.Sprintf("offsets %d to %d before it are missing and were not known durable", prevNext, base-1)
+	case base > prevNext && base > explained:
+		return fmt.Sprintf("offsets %d to %d before it are missing and were neither known durable nor deleted", max(prevNext, explained), base-1)
 	}
 	return ""
 }
@@ -433,11 +444,48 @@ func (l *loader) resetToLogStart(files *segmentFiles) error {
 		bases[i] = s.Base
 	}
 	why := fmt.Sprintf("below the log start offset %d of the checkpoint, past the log end %d: deleted by retention", l.o.LogStart, l.st.NextOffset)
-	if err := l.drop(files, bases, why); err != nil {
+	if err := l.expire(files, bases, why); err != nil {
 		return err
 	}
 	l.st.Segments = nil
 	return l.empty()
+}
+
+// expiredPrefix returns how many of the sorted bases start segments that
+// lie entirely below logStart: the next segment starts at or below it. The
+// last segment never does.
+func expiredPrefix(bases []record.Offset, logStart record.Offset) int {
+	n := 0
+	for n+1 < len(bases) && bases[n+1] <= logStart {
+		n++
+	}
+	return n
+}
+
+// expire removes segments that retention deleted (they lie below the log
+// start) and reports them as such, not as lost data.
+func (l *loader) expire(files *segmentFiles, bases []record.Offset, why string) error {
+	o := l.o
+	for _, base := range bases {
+		f := files.segs[base]
+		logPath := layout.SegmentPath(o.Dir, base, layout.LogSuffix)
+		if _, err := l.sizeOf(base, f); err != nil {
+			return err
+		}
+		l.rep.Expired = append(l.rep.Expired, Dropped{File: logPath, Base: base, Bytes: int64(f.size), Why: why})
+		o.Logger.Info("removing a segment retention deleted", "segment", logPath, "why", why, "read_only", o.ReadOnly)
+		l.progress(f.size)
+		if o.ReadOnly {
+			continue
+		}
+		for _, name := range f.names {
+			if err := o.FS.Remove(filepath.Join(o.Dir, name)); err != nil && !isNotExist(err) {
+				return err
+			}
+		}
+		l.dirty = true
+	}
+	return nil
 }
 
 // empty gives a partition with no segment an empty one at its log start

@@ -40,6 +40,10 @@ type PartitionReport struct {
 
 	Cuts    []Cut     // .log files cut at their first invalid byte
 	Dropped []Dropped // whole segments removed after a cut or a hole
+	// Expired lists segments removed because they lie entirely below the
+	// checkpointed log start: retention had deleted them, but a crash
+	// brought some back. Housekeeping, not lost data.
+	Expired []Dropped
 	// Corrupt lists invalid batches found in segments that are not cut: a
 	// segment below the recovery point whose indexes were rebuilt. Reads
 	// that reach them fail with a *record.CorruptError.
@@ -90,7 +94,7 @@ type Corruption struct {
 // Changed reports whether loading cut, dropped, removed, renamed or
 // rebuilt anything (or, read-only, would have).
 func (r *PartitionReport) Changed() bool {
-	return len(r.Cuts)+len(r.Dropped)+len(r.Removed)+len(r.Swapped)+len(r.Rebuilt) > 0 || r.Created != ""
+	return len(r.Cuts)+len(r.Dropped)+len(r.Expired)+len(r.Removed)+len(r.Swapped)+len(r.Rebuilt) > 0 || r.Created != ""
 }
 
 // Changed reports whether any partition changed.
@@ -152,6 +156,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		for _, d := range p.Dropped {
 			line("%s: %sdrop %s (%d bytes): %s", name, would, filepath.Base(d.File), d.Bytes, d.Why)
 		}
+		for _, d := range p.Expired {
+			line("%s: %sremove %s (%d bytes): %s", name, would, filepath.Base(d.File), d.Bytes, d.Why)
+		}
 		for _, c := range p.Corrupt {
 			line("%s: corrupt batch in %s at %d: %s", name, filepath.Base(c.File), c.At, c.Reason)
 		}
@@ -173,7 +180,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		cuts += len(p.Cuts)
 		drops += len(p.Dropped)
 		corrupt += len(p.Corrupt)
-		removed += len(p.Removed)
+		removed += len(p.Removed) + len(p.Expired)
 		segs += p.ScannedSegments
 	}
 	what := "recovered"
