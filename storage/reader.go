@@ -10,7 +10,7 @@ import (
 
 // readerMaxReadAhead bounds how much a Reader reads at a time once it is
 // streaming: its reads start at one index interval and double up to this.
-const readerMaxReadAhead = 1 << 20
+const readerMaxReadAhead = 256 << 10
 
 var readerScan = record.ScanOptions{ReadAhead: lookupReadAhead, MaxReadAhead: readerMaxReadAhead}
 
