@@ -170,6 +170,7 @@ func (p *Partition) Append(recs []Record) (record.Offset, error) {
 	}
 	b := &p.builder
 	b.Reset()
+	var rendered int64 // the batch's Values rendering: each value and '\n'
 	for i := range recs {
 		r := &recs[i]
 		if n := record.HeaderSize + record.RecordSize(0, 0, r.Key, r.Value, r.Headers); int64(n) > cfg.MaxMessageBytes {
@@ -180,6 +181,7 @@ func (p *Partition) Append(recs []Record) (record.Offset, error) {
 			ts = now
 		}
 		b.Append(ts, r.Key, r.Value, r.Headers)
+		rendered += int64(len(r.Value)) + 1
 	}
 	raw, err := b.Build()
 	if err != nil {
@@ -188,12 +190,13 @@ func (p *Partition) Append(recs []Record) (record.Offset, error) {
 	if int64(len(raw)) > cfg.SegmentBytes {
 		return 0, fmt.Errorf("%w: batch of %d bytes, segment.bytes is %d", ErrRecordTooLarge, len(raw), cfg.SegmentBytes)
 	}
-	return p.appendLocked(raw, cfg)
+	return p.appendLocked(raw, rendered, cfg)
 }
 
 // appendLocked assigns offsets to an encoded batch and writes it, rolling
-// first if the active segment has no room for it.
-func (p *Partition) appendLocked(raw []byte, cfg Config) (record.Offset, error) {
+// first if the active segment has no room for it. rendered is the size of
+// the batch's Values rendering.
+func (p *Partition) appendLocked(raw []byte, rendered int64, cfg Config) (record.Offset, error) {
 	h, err := record.ParseHeader(raw, 0)
 	if err != nil {
 		return 0, err
@@ -214,13 +217,14 @@ func (p *Partition) appendLocked(raw []byte, cfg Config) (record.Offset, error) 
 			return 0, err
 		}
 	}
+	pos := record.Position(seg.size.Load())
 	if err := seg.appendBatch(raw, &h); err != nil {
 		if errors.Is(err, ErrFailed) {
 			p.failed = err
 		}
 		return 0, err
 	}
-	seg.views.appended(seg, raw, &h)
+	seg.views.appended(&h, pos, rendered)
 	p.end.Store(int64(h.NextOffset()))
 	p.lastAppend.Store(p.topic.log.now().UnixNano())
 	p.unflushed += int64(h.RecordCount)

@@ -54,15 +54,15 @@ func newViewIndex(f Format, base record.Offset) *viewIndex {
 }
 
 // add accounts for one batch at the end of what the index covers.
-func (v *viewIndex) add(b *record.Batch, rendered int64, end record.Position) {
-	if v.sinceEntry >= viewInterval && b.Pos > v.entries[len(v.entries)-1].pos {
-		v.entries = append(v.entries, viewEntry{pos: b.Pos, base: b.BaseOffset, rendered: v.total})
+func (v *viewIndex) add(h *record.BatchHeader, pos record.Position, rendered int64, end record.Position) {
+	if v.sinceEntry >= viewInterval && pos > v.entries[len(v.entries)-1].pos {
+		v.entries = append(v.entries, viewEntry{pos: pos, base: h.BaseOffset, rendered: v.total})
 		v.sinceEntry = 0
 	}
 	v.total += rendered
 	v.sinceEntry += rendered
 	v.covered = end
-	v.lastBatchPos, v.lastBatchCRC = b.Pos, b.CRC
+	v.lastBatchPos, v.lastBatchCRC = pos, h.CRC
 }
 
 // batchSize renders a batch to count its bytes. Control batches render as
@@ -98,25 +98,19 @@ func (v *viewIndex) extend(s *segment, size record.Position) error {
 		if err != nil {
 			return record.WithFile(err, s.logPath())
 		}
-		v.add(b, n, sc.Pos())
+		v.add(&b.BatchHeader, b.Pos, n, sc.Pos())
 	}
 	return record.WithFile(sc.Err(), s.logPath())
 }
 
-// appended accounts for a batch the appender just wrote at the end of the
-// log, if the index is up to date; otherwise a reader's extend will.
-func (v *viewIndex) appended(raw []byte, pos record.Position) {
+// appended accounts for a batch of rendered bytes that the appender just
+// wrote at pos, if the index is up to date; otherwise a reader's extend
+// will.
+func (v *viewIndex) appended(h *record.BatchHeader, pos record.Position, rendered int64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.covered != pos {
-		return
-	}
-	b, err := record.ParseBatch(raw, pos)
-	if err != nil {
-		return
-	}
-	if n, err := v.batchSize(&b); err == nil {
-		v.add(&b, n, pos+record.Position(len(raw)))
+	if v.covered == pos {
+		v.add(h, pos, rendered, pos+record.Position(h.Size()))
 	}
 }
 
@@ -213,13 +207,15 @@ func (vs *viewIndexes) start(s *segment) {
 	vs.byFormat[Values] = newViewIndex(Values, s.base)
 }
 
-// appended is called by the appender after each batch.
-func (vs *viewIndexes) appended(s *segment, raw []byte, h *record.BatchHeader) {
+// appended is called by the appender after each batch, written at pos,
+// with the size of its values rendering: the appender knows it from the
+// records it encoded, so the batch is not decoded again.
+func (vs *viewIndexes) appended(h *record.BatchHeader, pos record.Position, values int64) {
 	vs.mu.Lock()
 	v := vs.byFormat[Values]
 	vs.mu.Unlock()
 	if v != nil {
-		v.appended(raw, record.Position(s.size.Load())-record.Position(len(raw)))
+		v.appended(h, pos, values)
 	}
 }
 
