@@ -196,14 +196,7 @@ func (s *segment) release() {
 func (s *segment) closeIndexes() {
 	s.idxMu.Lock()
 	defer s.idxMu.Unlock()
-	if s.offIdx != nil {
-		s.offIdx.Close()
-		s.offIdx = nil
-	}
-	if s.timeIdx != nil {
-		s.timeIdx.Close()
-		s.timeIdx = nil
-	}
+	s.closeIndexHandlesLocked()
 }
 
 func (s *segment) closeFiles() error {
