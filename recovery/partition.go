@@ -465,6 +465,14 @@ func expiredPrefix(bases []record.Offset, logStart record.Offset) int {
 // expire removes segments that retention deleted (they lie below the log
 // start) and reports them as such, not as lost data.
 func (l *loader) expire(files *segmentFiles, bases []record.Offset, why string) error {
+	return l.removeSegments(files, bases, why, &l.rep.Expired, func(logPath string, _ record.Position) {
+		l.o.Logger.Info("removing a segment retention deleted", "segment", logPath, "why", why, "read_only", l.o.ReadOnly)
+	})
+}
+
+// removeSegments deletes the files of whole segments, reporting each in
+// list and to logf, and counting them as recovery progress.
+func (l *loader) removeSegments(files *segmentFiles, bases []record.Offset, why string, list *[]Dropped, logf func(string, record.Position)) error {
 	o := l.o
 	for _, base := range bases {
 		f := files.segs[base]
@@ -472,8 +480,8 @@ func (l *loader) expire(files *segmentFiles, bases []record.Offset, why string) 
 		if _, err := l.sizeOf(base, f); err != nil {
 			return err
 		}
-		l.rep.Expired = append(l.rep.Expired, Dropped{File: logPath, Base: base, Bytes: int64(f.size), Why: why})
-		o.Logger.Info("removing a segment retention deleted", "segment", logPath, "why", why, "read_only", o.ReadOnly)
+		*list = append(*list, Dropped{File: logPath, Base: base, Bytes: int64(f.size), Why: why})
+		logf(logPath, f.size)
 		l.progress(f.size)
 		if o.ReadOnly {
 			continue
@@ -527,29 +535,13 @@ func (l *loader) empty() error {
 // be reached without passing it. The removal is made durable before the
 // caller cuts anything.
 func (l *loader) drop(files *segmentFiles, bases []record.Offset, why string) error {
-	o := l.o
-	for _, base := range bases {
-		f := files.segs[base]
-		logPath := layout.SegmentPath(o.Dir, base, layout.LogSuffix)
-		if _, err := l.sizeOf(base, f); err != nil {
-			return err
-		}
-		l.rep.Dropped = append(l.rep.Dropped, Dropped{File: logPath, Base: base, Bytes: int64(f.size), Why: why})
-		o.Logger.Warn("recovery dropped a segment", "segment", logPath, "bytes", f.size, "why", why, "read_only", o.ReadOnly)
-		l.progress(f.size)
-		if o.ReadOnly {
-			continue
-		}
-		for _, name := range f.names {
-			if err := o.FS.Remove(filepath.Join(o.Dir, name)); err != nil && !isNotExist(err) {
-				return err
-			}
-		}
+	err := l.removeSegments(files, bases, why, &l.rep.Dropped, func(logPath string, size record.Position) {
+		l.o.Logger.Warn("recovery dropped a segment", "segment", logPath, "bytes", size, "why", why, "read_only", l.o.ReadOnly)
+	})
+	if err != nil || l.o.ReadOnly {
+		return err
 	}
-	if o.ReadOnly {
-		return nil
-	}
-	return o.FS.SyncDir(o.Dir)
+	return l.o.FS.SyncDir(l.o.Dir)
 }
 
 func (l *loader) progress(n record.Position) {
