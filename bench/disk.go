@@ -12,13 +12,19 @@ import (
 	"github.com/logfs/logfs/vfs"
 )
 
-// settle makes every file of dir durable and reads it once, so that the
-// next phase starts without pending writeback and with a warm page cache,
-// the same for every subject.
-func settle(dir string) error {
+// Settle brings the data set in dir to the state every measured phase
+// starts from, the same for every subject or log: each regular file is
+// fsynced, so that no dirty pages of this or an earlier phase are written
+// back during the next one, and read once from start to end in 1 MiB
+// read(2)s, so that reads are measured warm, from the page cache. It never
+// walks into a mount point. It runs outside timing, on a closed or
+// quiescent data set, and returns the bytes it read: the data set's size.
+// The bench/peers harness settles its data sets with it too.
+func Settle(dir string) (int64, error) {
 	buf := make([]byte, 1<<20)
 	mounts := mountsUnder(dir)
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	var total int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() && slices.Contains(mounts, path) {
 			return filepath.SkipDir // never through a mount
 		}
@@ -34,18 +40,26 @@ func settle(dir string) error {
 			return err
 		}
 		for {
-			if _, err := f.Read(buf); err == io.EOF {
+			n, err := f.Read(buf)
+			total += int64(n)
+			if err == io.EOF {
 				return nil
-			} else if err != nil {
+			}
+			if err != nil {
 				return err
 			}
 		}
 	})
+	return total, err
 }
 
-// removeSynced removes a data set and commits the removal, so that freeing
-// its blocks is not paid inside the next measurement.
-func removeSynced(dir string) error {
+// RemoveSynced removes a data set and commits the removal (fsync of the
+// parent directory forces the journal commit, and with it any discard of
+// the freed blocks), so that freeing one data set's blocks is not paid
+// inside the next measurement. "" is no data set. It refuses, with
+// ErrStillMounted, to remove anything through a live mount. The bench/peers
+// harness removes its data sets with it too.
+func RemoveSynced(dir string) error {
 	if dir == "" {
 		return nil
 	}

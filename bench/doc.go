@@ -126,9 +126,22 @@
 // is ever removed through a live mount: a directory with a mount under it
 // is left in place and reported with ErrStillMounted.
 //
+// # Shared with bench/peers
+//
+// The peers harness measures the same workloads the same way, and takes
+// from here what does the same job there, so that the two cannot drift
+// apart: DefaultOptions (its defaults), TimeBatches, TimeLookups and
+// TimeMixed (the timed loops of the append, lookup and mixed phases; the
+// append and lookup calls are timed by the caller's function, around the
+// call only), Percentiles, MedianRuns and SumWrong (latencies and the fold
+// of repeated runs), ProbeMachine (the machine in the header), Settle and
+// RemoveSynced (a data set before a phase and after a cell), and
+// DurationCell, NanosCell and CountCell (the table's time and count cells).
+// The values, the subjects and the report are each harness's own.
+//
 // # Concurrency
 //
-// Run is synchronous; only the mixed phase runs goroutines of its own.
-// Runs may proceed concurrently, in different directories, but they then
-// measure each other. A Report is plain data.
+// Run is synchronous; only the mixed phase runs goroutines of its own
+// (TimeMixed's followers). Runs may proceed concurrently, in different
+// directories, but they then measure each other. A Report is plain data.
 package bench

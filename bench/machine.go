@@ -24,8 +24,10 @@ type Machine struct {
 	LoadAvg    string `json:"loadavg"` // at the start
 }
 
-// probeMachine describes this machine and the file system of dir.
-func probeMachine(dir string) Machine {
+// ProbeMachine describes this machine and the file system of dir. A field
+// it cannot read is left empty, except LoadAvg, which is then "-". The
+// bench/peers harness describes its machine with it too.
+func ProbeMachine(dir string) Machine {
 	m := Machine{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version(),
 		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), LoadAvg: loadAvg()}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
@@ -35,12 +37,24 @@ func probeMachine(dir string) Machine {
 	m.MemTotal = procKey("/proc/meminfo", "MemTotal")
 	var st unix.Statfs_t
 	if unix.Statfs(dir, &st) == nil {
-		m.DataFS = map[int64]string{0xEF53: "ext4", 0x58465342: "xfs", 0x9123683E: "btrfs", 0x01021994: "tmpfs", 0x794C7630: "overlayfs"}[int64(st.Type)]
+		m.DataFS = fsNames[int64(st.Type)]
 		if m.DataFS == "" {
 			m.DataFS = fmt.Sprintf("0x%x", st.Type)
 		}
 	}
 	return m
+}
+
+// fsNames names the file systems a data directory is likely on, by the
+// f_type of statfs(2); others are shown in hex.
+var fsNames = map[int64]string{
+	0xEF53:     "ext4",
+	0x58465342: "xfs",
+	0x9123683E: "btrfs",
+	0x01021994: "tmpfs",
+	0x794C7630: "overlayfs",
+	0x2FC12FC1: "zfs",
+	0x65735546: "fuse",
 }
 
 // loadAvg is the 1, 5 and 15 minute load average, or "-".

@@ -34,7 +34,7 @@ func (r *runner) memory(ctx context.Context) (err error) {
 	o := &r.o
 	work := filepath.Join(r.root, "memory")
 	dataDir := filepath.Join(work, "data")
-	defer func() { err = errors.Join(err, removeSynced(work)) }()
+	defer func() { err = errors.Join(err, RemoveSynced(work)) }()
 	mem := &Memory{Segments: o.Segments, Partitions: memPartitions}
 	r.rep.Memory = mem
 	p := newPayload(memRecordSize, o.Seed)

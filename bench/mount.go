@@ -166,7 +166,7 @@ func (r *runner) toolPhases(ctx context.Context, dataDir string, p *payload, n i
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, removeSynced(work)) }()
+	defer func() { err = errors.Join(err, RemoveSynced(work)) }()
 
 	// The plain file: the same text the mount shows in offset/0.
 	plain := filepath.Join(work, "plain.txt")
@@ -186,10 +186,10 @@ func (r *runner) toolPhases(ctx context.Context, dataDir string, p *payload, n i
 		}
 		logBytes += st.Size()
 	}
-	if err := settle(dataDir); err != nil {
+	if _, err := Settle(dataDir); err != nil {
 		return err
 	}
-	if err := settle(work); err != nil {
+	if _, err := Settle(work); err != nil {
 		return err
 	}
 	mp := filepath.Join(work, "mnt")
@@ -251,7 +251,7 @@ func (r *runner) toolPhases(ctx context.Context, dataDir string, p *payload, n i
 			x.res.Elapsed = time.Duration(x.lat[(len(x.lat)-1)/2]) // median run
 			x.res.Ops = 1
 			x.res.LatUnit = "run"
-			x.res.P50, x.res.P99 = percentiles(x.lat)
+			x.res.P50, x.res.P99 = Percentiles(x.lat)
 			x.res.Note = strings.TrimPrefix(x.res.Note+fmt.Sprintf("; median of %d runs", runs), "; ")
 			r.add(*x.res)
 		}
@@ -259,74 +259,29 @@ func (r *runner) toolPhases(ctx context.Context, dataDir string, p *payload, n i
 
 	if o.wants(PhaseTail) {
 		k := min(n, 10)
-		mres := Result{Phase: PhaseTail, Size: size, Subject: SubjectMount, What: "tail -n 10 offset/0", LatUnit: "run", Note: "FUSE page cache dropped before each run"}
-		pres := Result{Phase: PhaseTail, Size: size, Subject: SubjectPlain, What: "tail -n 10 plain.txt", LatUnit: "run"}
-		mlat, plat := make([]int64, 0, o.ToolRuns), make([]int64, 0, o.ToolRuns)
-		for range o.ToolRuns {
-			if err := dropCache(rec0); err != nil {
-				return err
-			}
-			for _, x := range []struct {
-				res  *Result
-				lat  *[]int64
-				file string
-			}{{&mres, &mlat, rec0}, {&pres, &plat, plain}} {
-				check := newExpectWriter(p, n-k, n)
-				d, err := runTool(ctx, check, "tail", "-n", "10", x.file)
-				if err != nil {
-					return err
-				}
-				if err := check.done(); err != nil {
-					x.res.wrong(fmt.Errorf("tail -n 10 %s: %w", x.file, err))
-				}
-				x.res.Verified++
-				x.res.Elapsed += d
-				*x.lat = append(*x.lat, int64(d))
-			}
-		}
-		for _, x := range []struct {
-			res *Result
-			lat []int64
-		}{{&mres, mlat}, {&pres, plat}} {
-			x.res.Ops = int64(len(x.lat))
-			x.res.P50, x.res.P99 = percentiles(x.lat)
-			r.add(*x.res)
+		err := r.toolLatency(ctx, p, []string{"tail", "-n", "10"},
+			Result{Phase: PhaseTail, Size: size, Subject: SubjectMount, What: "tail -n 10 offset/0", LatUnit: "run", Note: "FUSE page cache dropped before each run"},
+			Result{Phase: PhaseTail, Size: size, Subject: SubjectPlain, What: "tail -n 10 plain.txt", LatUnit: "run"},
+			func() ([2]toolRead, error) {
+				return [2]toolRead{{rec0, n - k, n}, {plain, n - k, n}}, dropCache(rec0)
+			})
+		if err != nil {
+			return err
 		}
 	}
 
 	if o.wants(PhaseHead) {
 		rng := rand.New(rand.NewPCG(o.Seed, uint64(size)+1))
-		mres := Result{Phase: PhaseHead, Size: size, Subject: SubjectMount, What: "head -n 1 offset/N, random N", LatUnit: "run"}
-		pres := Result{Phase: PhaseHead, Size: size, Subject: SubjectPlain, What: "head -n 1 plain.txt", LatUnit: "run", Note: "first line: no lookup"}
-		mlat, plat := make([]int64, 0, o.ToolRuns), make([]int64, 0, o.ToolRuns)
-		for range o.ToolRuns {
-			off := rng.Int64N(n)
-			for _, x := range []struct {
-				res  *Result
-				lat  *[]int64
-				file string
-				off  int64
-			}{{&mres, &mlat, filepath.Join(mp, topic, "0", "offset", strconv.FormatInt(off, 10)), off}, {&pres, &plat, plain, 0}} {
-				check := newExpectWriter(p, x.off, x.off+1)
-				d, err := runTool(ctx, check, "head", "-n", "1", x.file)
-				if err != nil {
-					return err
-				}
-				if err := check.done(); err != nil {
-					x.res.wrong(fmt.Errorf("head -n 1 %s: %w", x.file, err))
-				}
-				x.res.Verified++
-				x.res.Elapsed += d
-				*x.lat = append(*x.lat, int64(d))
-			}
-		}
-		for _, x := range []struct {
-			res *Result
-			lat []int64
-		}{{&mres, mlat}, {&pres, plat}} {
-			x.res.Ops = int64(len(x.lat))
-			x.res.P50, x.res.P99 = percentiles(x.lat)
-			r.add(*x.res)
+		err := r.toolLatency(ctx, p, []string{"head", "-n", "1"},
+			Result{Phase: PhaseHead, Size: size, Subject: SubjectMount, What: "head -n 1 offset/N, random N", LatUnit: "run"},
+			Result{Phase: PhaseHead, Size: size, Subject: SubjectPlain, What: "head -n 1 plain.txt", LatUnit: "run", Note: "first line: no lookup"},
+			func() ([2]toolRead, error) {
+				off := rng.Int64N(n)
+				rec := filepath.Join(mp, topic, "0", "offset", strconv.FormatInt(off, 10))
+				return [2]toolRead{{rec, off, off + 1}, {plain, 0, 1}}, nil
+			})
+		if err != nil {
+			return err
 		}
 	}
 
@@ -334,6 +289,48 @@ func (r *runner) toolPhases(ctx context.Context, dataDir string, p *payload, n i
 		if err := r.catAppend(ctx, work, mp, p, n); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// toolRead is one run of a line tool in a latency phase: the file it reads
+// and the records [from, to) whose rendering it must print.
+type toolRead struct {
+	file     string
+	from, to int64
+}
+
+// toolLatency runs a line tool (cmd, then the file) ToolRuns times on a file
+// of the mount and on a plain file, in turn, checks every output against
+// the rendering of the records it must show, and adds the two results,
+// mount first, with one latency sample per run. next, called before each
+// pair of runs, gives the two runs, the mount's first.
+func (r *runner) toolLatency(ctx context.Context, p *payload, cmd []string, mres, pres Result, next func() ([2]toolRead, error)) error {
+	res := [2]*Result{&mres, &pres}
+	lat := [2][]int64{make([]int64, 0, r.o.ToolRuns), make([]int64, 0, r.o.ToolRuns)}
+	for range r.o.ToolRuns {
+		runs, err := next()
+		if err != nil {
+			return err
+		}
+		for i, run := range runs {
+			check := newExpectWriter(p, run.from, run.to)
+			d, err := runTool(ctx, check, cmd[0], slices.Concat(cmd[1:], []string{run.file})...)
+			if err != nil {
+				return err
+			}
+			if err := check.done(); err != nil {
+				res[i].wrong(fmt.Errorf("%s %s: %w", strings.Join(cmd, " "), run.file, err))
+			}
+			res[i].Verified++
+			res[i].Elapsed += d
+			lat[i] = append(lat[i], int64(d))
+		}
+	}
+	for i, res := range res {
+		res.Ops = int64(len(lat[i]))
+		res.P50, res.P99 = Percentiles(lat[i])
+		r.add(*res)
 	}
 	return nil
 }
@@ -353,7 +350,7 @@ func (r *runner) catAppend(ctx context.Context, work, mp string, p *payload, n i
 	}
 	appendFile := filepath.Join(mp, appendTopic, "0", "append")
 	plainOut := filepath.Join(work, "appended.txt")
-	if err := settle(work); err != nil {
+	if _, err := Settle(work); err != nil {
 		return err
 	}
 	runs := max(r.o.Count, 3)
@@ -410,7 +407,7 @@ func (r *runner) catAppend(ctx context.Context, work, mp string, p *payload, n i
 		slices.Sort(x.lat)
 		x.res.Elapsed = time.Duration(x.lat[(len(x.lat)-1)/2])
 		x.res.Ops, x.res.Records, x.res.Bytes = 1, n, inBytes
-		x.res.P50, x.res.P99 = percentiles(x.lat)
+		x.res.P50, x.res.P99 = Percentiles(x.lat)
 		x.res.Note = fmt.Sprintf("%s input; median of %d runs", sizeCell(inBytes), runs)
 		r.add(*x.res)
 	}

@@ -73,7 +73,7 @@ type Options struct {
 	// MaxRecords caps the automatic record count. Default 500,000.
 	MaxRecords int `json:"max_records"`
 	// SegmentBytes is segment.bytes of the logfs data sets, at most 2 GiB - 1.
-	// Default 64 MiB, as in the bench/peers harness.
+	// Default 64 MiB.
 	SegmentBytes int64 `json:"segment_bytes"`
 	// Lookups is the number of random lookups of a lookup phase, at most.
 	// Default 20,000.
@@ -113,7 +113,9 @@ type Options struct {
 }
 
 // DefaultOptions returns the defaults of logfs bench: the storage API
-// phases on the three standard record sizes, batches of 1 and 64.
+// phases on the three standard record sizes, batches of 1 and 64. The
+// bench/peers harness takes its defaults from here, so that both measure
+// the same data sets.
 func DefaultOptions() Options {
 	return Options{
 		Sizes:        []int{100, 1024, 16 << 10},

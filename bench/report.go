@@ -147,8 +147,10 @@ type Target struct {
 	Met      bool    `json:"met"`
 }
 
-// percentiles returns the nearest-rank p50 and p99, sorting samples.
-func percentiles(samples []int64) (p50, p99 time.Duration) {
+// Percentiles returns the nearest-rank p50 and p99 of samples, in ns,
+// sorting them in place; both are 0 without samples. The bench/peers
+// harness reports its latencies with it too.
+func Percentiles(samples []int64) (p50, p99 time.Duration) {
 	if len(samples) == 0 {
 		return 0, 0
 	}
@@ -160,37 +162,61 @@ func percentiles(samples []int64) (p50, p99 time.Duration) {
 	return at(0.50), at(0.99)
 }
 
+// MedianRuns folds the repeated runs of every cell into one result, the
+// cells in the order they first appear in rs; key tells a result's cell.
+// The runs of a cell are sorted by nsPerOp, fastest first (runs of equal
+// time keep their order), and fold gets the run of median time, the lower
+// middle one for an even count, with them all: it returns the result the
+// report keeps, noting on it what it reports of all runs (their count, the
+// first and last of runs as the extremes, SumWrong). The bench/peers
+// harness folds its runs with it too.
+func MedianRuns[R any, K comparable](rs []R, key func(R) K, nsPerOp func(R) float64, fold func(median R, runs []R) R) []R {
+	cells := map[K][]R{}
+	var order []K
+	for _, r := range rs {
+		k := key(r)
+		if cells[k] == nil {
+			order = append(order, k)
+		}
+		cells[k] = append(cells[k], r)
+	}
+	out := make([]R, 0, len(order))
+	for _, k := range order {
+		runs := cells[k]
+		slices.SortStableFunc(runs, func(a, b R) int { return cmp.Compare(nsPerOp(a), nsPerOp(b)) })
+		out = append(out, fold(runs[(len(runs)-1)/2], runs))
+	}
+	return out
+}
+
+// SumWrong returns the wrong answers of all runs, and the example of the
+// first run that has any; wrong tells a run's count and example.
+func SumWrong[R any](runs []R, wrong func(R) (int64, string)) (n int64, example string) {
+	for _, r := range runs {
+		k, ex := wrong(r)
+		if k > 0 && example == "" {
+			example = ex
+		}
+		n += k
+	}
+	return n, example
+}
+
 // medians folds the Count runs of every cell into the run with the median
-// time per operation, keeping the extremes and every wrong answer.
+// time per operation, keeping the extremes and every wrong answer, and
+// sorts the cells in report order.
 func medians(rs []Result) []Result {
-	type key struct {
+	type cell struct {
 		phase, subj string
 		size, batch int
 	}
-	groups := map[key][]Result{}
-	var order []key
-	for _, r := range rs {
-		k := key{r.Phase, r.Subject, r.Size, r.Batch}
-		if groups[k] == nil {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], r)
-	}
-	out := make([]Result, 0, len(order))
-	for _, k := range order {
-		g := groups[k]
-		slices.SortStableFunc(g, func(a, b Result) int { return cmp.Compare(a.NsPerOp, b.NsPerOp) })
-		m := g[(len(g)-1)/2]
-		m.Runs, m.MinNsOp, m.MaxNsOp = len(g), g[0].NsPerOp, g[len(g)-1].NsPerOp
-		m.Wrong, m.WrongExample = 0, ""
-		for _, r := range g {
-			if r.Wrong > 0 && m.WrongExample == "" {
-				m.WrongExample = r.WrongExample
-			}
-			m.Wrong += r.Wrong
-		}
-		out = append(out, m)
-	}
+	out := MedianRuns(rs, func(r Result) cell { return cell{r.Phase, r.Subject, r.Size, r.Batch} },
+		func(r Result) float64 { return r.NsPerOp },
+		func(m Result, runs []Result) Result {
+			m.Runs, m.MinNsOp, m.MaxNsOp = len(runs), runs[0].NsPerOp, runs[len(runs)-1].NsPerOp
+			m.Wrong, m.WrongExample = SumWrong(runs, func(r Result) (int64, string) { return r.Wrong, r.WrongExample })
+			return m
+		})
 	slices.SortStableFunc(out, func(a, b Result) int {
 		return cmp.Or(cmp.Compare(a.Size, b.Size), cmp.Compare(slices.Index(allPhases, a.Phase), slices.Index(allPhases, b.Phase)),
 			cmp.Compare(a.Batch, b.Batch), cmp.Compare(subjRank(a.Subject), subjRank(b.Subject)))
@@ -253,7 +279,7 @@ func targets(rep *Report) []Target {
 				add("cat offset/0 >= 0.4x cat of the .log files", fmt.Sprintf("%s: %.2fx (same records)", where, r.VsBase), r.VsBase, r.VsBase >= 0.4)
 			}
 		case r.Subject == SubjectMount && r.Phase == PhaseTail:
-			add("tail -n 10 offset/0 < 20 ms", fmt.Sprintf("%s: p50 %s, p99 %s", where, durCell(r.P50), durCell(r.P99)), r.P50.Seconds()*1e3, r.P50 < 20*time.Millisecond)
+			add("tail -n 10 offset/0 < 20 ms", fmt.Sprintf("%s: p50 %s, p99 %s", where, DurationCell(r.P50), DurationCell(r.P99)), r.P50.Seconds()*1e3, r.P50 < 20*time.Millisecond)
 		case r.Subject == SubjectMount && r.Phase == PhaseCatAppend:
 			add("cat >> append >= 300 MB/s", fmt.Sprintf("%s: %.0f MB/s", where, r.MBps), r.MBps, r.MBps >= 300)
 		}

@@ -22,7 +22,7 @@ func TestPercentiles(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p50, p99 := percentiles(tc.samples)
+			p50, p99 := Percentiles(tc.samples)
 			require.Equal(t, tc.p50, p50)
 			require.Equal(t, tc.p99, p99)
 		})

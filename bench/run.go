@@ -12,9 +12,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/logfs/logfs/storage"
 	"github.com/logfs/logfs/vfs"
 )
 
@@ -56,7 +56,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (rep *Report, err e
 	}
 	r := &runner{o: o, root: root, progress: progress}
 	defer func() { err = errors.Join(err, r.cleanup()) }()
-	rep = &Report{Machine: probeMachine(root), Options: o, Started: time.Now()}
+	rep = &Report{Machine: ProbeMachine(root), Options: o, Started: time.Now()}
 	r.rep = rep
 	r.logf("logfs bench: data in %s; load average %s", root, rep.Machine.LoadAvg)
 	defer r.finish()
@@ -125,7 +125,7 @@ func (r *runner) add(res Result) {
 		return
 	}
 	line := fmt.Sprintf("%-12s size=%-5d batch=%-3d %-5s %10s/op %9s MB/s  p50 %s p99 %s", res.Phase, res.Size, res.Batch, res.Subject,
-		nsDur(res.NsPerOp), mbCell(res), durCell(res.P50), durCell(res.P99))
+		NanosCell(res.NsPerOp), mbCell(res), DurationCell(res.P50), DurationCell(res.P99))
 	if res.Wrong > 0 {
 		line += fmt.Sprintf("  WRONG %d: %s", res.Wrong, res.WrongExample)
 	}
@@ -140,8 +140,8 @@ func (r *runner) size(ctx context.Context, size int) error {
 	reads := o.wants(PhaseLookup) || o.wants(PhaseLookupTime) || o.wants(PhaseRead) || o.wantsMount()
 	var keepLogfs, keepRaw string
 	defer func() {
-		removeSynced(keepLogfs)
-		removeSynced(keepRaw)
+		RemoveSynced(keepLogfs)
+		RemoveSynced(keepRaw)
 	}()
 	for bi, batch := range o.Batches {
 		last := bi == len(o.Batches)-1
@@ -159,7 +159,7 @@ func (r *runner) size(ctx context.Context, size int) error {
 			}
 			switch {
 			case !(reads && last):
-				if err := removeSynced(dir); err != nil {
+				if err := RemoveSynced(dir); err != nil {
 					return err
 				}
 			case subj == SubjectLogfs:
@@ -178,7 +178,7 @@ func (r *runner) size(ctx context.Context, size int) error {
 					return fmt.Errorf("%s append+fsync size=%d batch=%d: %w", subj, size, batch, err)
 				}
 				r.add(res)
-				if err := removeSynced(dir); err != nil {
+				if err := RemoveSynced(dir); err != nil {
 					return err
 				}
 			}
@@ -205,7 +205,7 @@ func (r *runner) size(ctx context.Context, size int) error {
 		for _, batch := range o.Batches {
 			dir := filepath.Join(r.root, fmt.Sprintf("mixed-%d-%d", size, batch))
 			res, err := r.mixedPhase(ctx, dir, p, min(int64(o.MixedRecords), n), batch)
-			if rerr := removeSynced(dir); err == nil {
+			if rerr := RemoveSynced(dir); err == nil {
 				err = rerr
 			}
 			if err != nil {
@@ -253,35 +253,29 @@ func (r *runner) appendPhase(ctx context.Context, subj, dir string, p *payload, 
 		}
 	}()
 	bv := newBatchValues(p.size, batch)
-	lat := make([]int64, 0, n/int64(batch)+1)
-	runtime.GC()
-	start := time.Now()
-	var off int64
-	for off < n {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		k := int(min(int64(batch), n-off))
+	var limit time.Duration
+	if fsync {
+		limit = r.o.FsyncTime
+	}
+	a, err := TimeBatches(ctx, n, batch, limit, func(off int64, k int) (time.Duration, error) {
 		vals, recs := bv.prepare(p, off, k)
 		t := time.Now()
 		if err := l.append(vals, recs); err != nil {
-			return res, err
+			return 0, err
 		}
 		if fsync {
 			if err := l.sync(); err != nil {
-				return res, err
+				return 0, err
 			}
 		}
-		d := time.Since(t)
-		res.Elapsed += d
-		lat = append(lat, int64(d))
-		off += int64(k)
-		if fsync && time.Since(start) >= r.o.FsyncTime {
-			break
-		}
+		return time.Since(t), nil
+	})
+	if err != nil {
+		return res, err
 	}
-	res.Ops, res.Records, res.Bytes = off, off, off*int64(p.size)
-	res.P50, res.P99 = percentiles(lat)
+	off := a.Records
+	res.Elapsed, res.Ops, res.Records, res.Bytes = a.Elapsed, off, off, off*int64(p.size)
+	res.P50, res.P99 = Percentiles(a.Lat)
 	if lb, ok := l.(*logfsSubject); ok {
 		if end := int64(lb.p.EndOffset()); end != off {
 			return res, fmt.Errorf("wrong data: log ends at offset %d after %d records", end, off)
@@ -317,34 +311,21 @@ func (r *runner) readPhases(ctx context.Context, subj, dir string, p *payload, n
 			what = "pread(2) at a known position"
 		}
 		res := Result{Phase: PhaseLookup, Size: p.size, Subject: subj, What: what, LatUnit: "lookup"}
-		if err := settle(dir); err != nil {
+		if _, err := Settle(dir); err != nil {
 			return err
 		}
-		lat := make([]int64, 0, len(offs))
-		runtime.GC()
-		start := time.Now()
-		for _, off := range offs {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+		m, err := TimeLookups(ctx, "lookup", offs, o.PhaseTime, func(off int64) ([]byte, time.Duration, error) {
 			t := time.Now()
 			v, err := l.lookup(off)
-			d := time.Since(t)
-			if err != nil {
-				return fmt.Errorf("lookup %d: %w", off, err)
-			}
-			if err := p.check(v, off); err != nil {
-				res.wrong(err)
-			}
-			res.Elapsed += d
-			lat = append(lat, int64(d))
-			if time.Since(start) >= o.PhaseTime {
-				break
-			}
+			return v, time.Since(t), err
+		}, func(i int, v []byte) error { return p.check(v, offs[i]) })
+		if err != nil {
+			return err
 		}
-		res.Ops, res.Records = int64(len(lat)), int64(len(lat))
+		res.Elapsed, res.Wrong, res.WrongExample = m.Elapsed, m.Wrong, m.WrongExample
+		res.Ops, res.Records = int64(len(m.Lat)), int64(len(m.Lat))
 		res.Bytes, res.Verified = res.Records*int64(p.size), res.Records
-		res.P50, res.P99 = percentiles(lat)
+		res.P50, res.P99 = Percentiles(m.Lat)
 		r.add(res)
 	}
 	if o.wants(PhaseLookupTime) {
@@ -352,36 +333,31 @@ func (r *runner) readPhases(ctx context.Context, subj, dir string, p *payload, n
 			if err != nil {
 				return fmt.Errorf("lookup-time: %w", err)
 			}
-			if err := settle(dir); err != nil {
+			if _, err := Settle(dir); err != nil {
 				return err
 			}
 			res := Result{Phase: PhaseLookupTime, Size: p.size, Subject: subj, What: "Partition.OffsetForTime", LatUnit: "lookup",
 				Note: "baseline: raw lookup by offset (one pread)"}
-			lat := make([]int64, 0, len(offs))
-			runtime.GC()
-			start := time.Now()
-			for _, off := range offs {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				target := timestampOf(off) - rng.Int64N(2) // on a record, or between two
-				t := time.Now()
-				got, err := l.lookupTime(target)
-				d := time.Since(t)
-				if err != nil {
-					return fmt.Errorf("lookup-time %d: %w", target, err)
-				}
-				if got != off {
-					res.wrong(fmt.Errorf("time %d (of offset %d) found offset %d", target, off, got))
-				}
-				res.Elapsed += d
-				lat = append(lat, int64(d))
-				if time.Since(start) >= o.PhaseTime {
-					break
-				}
+			targets := make([]int64, len(offs)) // on a record, or between two
+			for i, off := range offs {
+				targets[i] = timestampOf(off) - rng.Int64N(2)
 			}
-			res.Ops, res.Verified = int64(len(lat)), int64(len(lat))
-			res.P50, res.P99 = percentiles(lat)
+			m, err := TimeLookups(ctx, "lookup-time", targets, o.PhaseTime, func(ts int64) (int64, time.Duration, error) {
+				t := time.Now()
+				off, err := l.lookupTime(ts)
+				return off, time.Since(t), err
+			}, func(i int, got int64) error {
+				if got != offs[i] {
+					return fmt.Errorf("time %d (of offset %d) found offset %d", targets[i], offs[i], got)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			res.Elapsed, res.Wrong, res.WrongExample = m.Elapsed, m.Wrong, m.WrongExample
+			res.Ops, res.Verified = int64(len(m.Lat)), int64(len(m.Lat))
+			res.P50, res.P99 = Percentiles(m.Lat)
 			r.add(res)
 		}
 	}
@@ -390,7 +366,7 @@ func (r *runner) readPhases(ctx context.Context, subj, dir string, p *payload, n
 		if subj == SubjectRaw {
 			what = "1 MiB read(2)s"
 		}
-		if err := settle(dir); err != nil {
+		if _, err := Settle(dir); err != nil {
 			return err
 		}
 		res := Result{Phase: PhaseRead, Size: p.size, Subject: subj, What: what}
@@ -436,98 +412,44 @@ func (r *runner) mixedPhase(ctx context.Context, dir string, p *payload, m int64
 			err = cerr
 		}
 	}()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	nb := (m + int64(batch) - 1) / int64(batch)
-	appendAt := make([]atomic.Int64, nb) // ns since t0, +1 (0 = not yet)
-	type out struct {
-		lag          []int64
-		done         time.Duration
-		err          error
-		wrong        int64
-		wrongExample string
-	}
-	outs := make([]out, readers)
-	var wg sync.WaitGroup
-	t0 := time.Now()
-	for i := range outs {
-		o := &outs[i]
-		wg.Go(func() {
-			o.lag = make([]int64, 0, m)
-			o.err = func() error {
-				rd, err := l.p.NewReader(0)
-				if err != nil {
+	bv := newBatchValues(p.size, batch)
+	var recs []storage.Record
+	x, err := TimeMixed(ctx, m, batch, readers, func(ctx context.Context, f *Follower) error {
+		rd, err := l.p.NewReader(0)
+		if err != nil {
+			return err
+		}
+		defer rd.Close()
+		for next := int64(0); next < m; {
+			rec, err := rd.Next()
+			if err == io.EOF {
+				if err := rd.Wait(ctx); err != nil {
 					return err
 				}
-				defer rd.Close()
-				for next := int64(0); next < m; {
-					rec, err := rd.Next()
-					if err == io.EOF {
-						if err := rd.Wait(ctx); err != nil {
-							return err
-						}
-						continue
-					}
-					if err != nil {
-						return err
-					}
-					now := int64(time.Since(t0))
-					if int64(rec.Offset) != next {
-						return fmt.Errorf("wrong data: follower got offset %d, want %d", rec.Offset, next)
-					}
-					if !p.quick(rec.Value, next) {
-						if o.wrong++; o.wrong == 1 {
-							o.wrongExample = fmt.Sprintf("follower: offset %d fails the value check", next)
-						}
-					}
-					if at := appendAt[next/int64(batch)].Load(); at > 0 {
-						o.lag = append(o.lag, now-(at-1))
-					}
-					next++
-				}
-				return nil
-			}()
-			o.done = time.Since(t0)
-		})
-	}
-	bv := newBatchValues(p.size, batch)
-	lat := make([]int64, 0, nb)
-	var off int64
-	var appendErr error
-	for bi := int64(0); off < m && appendErr == nil; bi++ {
-		k := int(min(int64(batch), m-off))
-		_, recs := bv.prepare(p, off, k)
-		t := time.Now()
-		appendAt[bi].Store(int64(t.Sub(t0)) + 1)
-		if appendErr = l.append(nil, recs); appendErr == nil {
-			lat = append(lat, int64(time.Since(t)))
-			off += int64(k)
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if int64(rec.Offset) != next {
+				return fmt.Errorf("wrong data: follower got offset %d, want %d", rec.Offset, next)
+			}
+			f.Got(next)
+			if !p.quick(rec.Value, next) {
+				f.Wrong(fmt.Sprintf("follower: offset %d fails the value check", next))
+			}
+			next++
 		}
+		return nil
+	}, func(off int64, k int) { _, recs = bv.prepare(p, off, k) }, func() error { return l.append(nil, recs) })
+	res.Elapsed = x.Elapsed
+	if err != nil {
+		return res, err
 	}
-	res.Elapsed = time.Since(t0)
-	if appendErr != nil {
-		cancel()
-	}
-	wg.Wait()
-	if appendErr != nil {
-		return res, appendErr
-	}
-	var lags []int64
-	var last time.Duration
-	for _, o := range outs {
-		if o.err != nil {
-			return res, o.err
-		}
-		lags = append(lags, o.lag...)
-		last = max(last, o.done)
-		if o.wrong > 0 && res.Wrong == 0 {
-			res.WrongExample = o.wrongExample
-		}
-		res.Wrong += o.wrong
-	}
+	res.Wrong, res.WrongExample = x.Wrong, x.WrongExample
 	res.Ops, res.Records, res.Bytes, res.Verified = m, m, m*int64(p.size), m*int64(readers)
-	res.P50, res.P99 = percentiles(lat)
-	res.ReaderMBps = float64(int64(readers)*m*int64(p.size)) / 1e6 / last.Seconds()
-	res.LagP50, res.LagP99 = percentiles(lags)
+	res.P50, res.P99 = Percentiles(x.Lat)
+	res.ReaderMBps = float64(int64(readers)*m*int64(p.size)) / 1e6 / x.ReadersDone.Seconds()
+	res.LagP50, res.LagP99 = Percentiles(x.Lag)
 	return res, nil
 }

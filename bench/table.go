@@ -59,7 +59,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			}
 			note := r.Note
 			if r.Phase == PhaseMixed {
-				note = fmt.Sprintf("readers %.0f MB/s, lag p50 %s p99 %s; %s", r.ReaderMBps, durCell(r.LagP50), durCell(r.LagP99), note)
+				note = fmt.Sprintf("readers %.0f MB/s, lag p50 %s p99 %s; %s", r.ReaderMBps, DurationCell(r.LagP50), DurationCell(r.LagP99), note)
 			}
 			if r.DiskSize > 0 && r.Bytes > 0 {
 				note = strings.TrimPrefix(note+fmt.Sprintf("; disk %.2fx values", float64(r.DiskSize)/float64(r.Bytes)), "; ")
@@ -67,8 +67,8 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			if r.Wrong > 0 {
 				note = fmt.Sprintf("WRONG %d: %s", r.Wrong, r.WrongExample)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", r.Phase, batch, r.Subject, r.Ops, nsDur(r.NsPerOp),
-				mbCell(r), countCell(r.RecPerS), durCell(r.P50), durCell(r.P99), vs, r.Verified, r.What, note)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", r.Phase, batch, r.Subject, r.Ops, NanosCell(r.NsPerOp),
+				mbCell(r), CountCell(r.RecPerS), DurationCell(r.P50), DurationCell(r.P99), vs, r.Verified, r.What, note)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -111,14 +111,20 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	return nil
 }
 
-func nsDur(ns float64) string {
+// NanosCell is a table cell of a time per operation in ns, rounded to the
+// ns: DurationCell's, "-" when there is none. The bench/peers tables use
+// it too.
+func NanosCell(ns float64) string {
 	if ns <= 0 {
 		return "-"
 	}
-	return durCell(time.Duration(ns + 0.5))
+	return DurationCell(time.Duration(ns + 0.5))
 }
 
-func durCell(d time.Duration) string {
+// DurationCell is a table cell of a duration: "850ns", "12.34µs",
+// "1.50ms", "2.00s"; "-" for none (d <= 0). The bench/peers tables use
+// it too.
+func DurationCell(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "-"
@@ -139,7 +145,9 @@ func mbCell(r Result) string {
 	return fmt.Sprintf("%.1f", r.MBps)
 }
 
-func countCell(x float64) string {
+// CountCell is a table cell of a rate or a count: "850", "12.3k",
+// "1.50M"; "-" for none (x <= 0). The bench/peers tables use it too.
+func CountCell(x float64) string {
 	switch {
 	case x <= 0:
 		return "-"

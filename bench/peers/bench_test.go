@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/logfs/logfs/bench"
 )
 
 // Inner loops of every adapter for `go test -bench .`. One op is one record
@@ -82,7 +84,7 @@ func benchFixture(b *testing.B, name string, size int) *fixture {
 // openFixture opens the fixture and warms its files (outside the timer).
 func (f *fixture) open(b *testing.B, name string) Log {
 	b.Helper()
-	if _, err := settle(f.dir); err != nil {
+	if _, err := bench.Settle(f.dir); err != nil {
 		b.Fatal(err)
 	}
 	l, err := Open(name, f.dir, Config{SegmentBytes: benchSegment})

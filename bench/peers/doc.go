@@ -41,11 +41,26 @@
 //
 // Same n, record size, segment size and values for every log; no fsync
 // except in append+fsync; timestamps are ours and strictly increasing
-// (ts(off) = TimeBase + off*TimeStep). Every phase starts from settle(dir):
-// all files of the data set fsynced and read once, so every read phase runs
-// with the data set entirely in the page cache and no writeback pending,
-// identically for every log; runtime.GC() runs before every phase. Data sets
-// are removed (and the removal committed) between cells.
+// (ts(off) = TimeBase + off*TimeStep). Every phase starts from
+// bench.Settle(dir): all files of the data set fsynced and read once, so
+// every read phase runs with the data set entirely in the page cache and no
+// writeback pending, identically for every log; runtime.GC() runs before
+// every phase. Data sets are removed (and the removal committed) between
+// cells.
+//
+// # What comes from package bench
+//
+// The pieces that do the same job in logfs bench are logfs bench's, from
+// package bench (github.com/logfs/logfs/bench, through the replace above):
+// the default options (bench.DefaultOptions), the timed loops of the append,
+// lookup and mixed phases (bench.TimeBatches, TimeLookups, TimeMixed),
+// percentiles and the fold of repeated runs (Percentiles, MedianRuns,
+// SumWrong), the machine probe (ProbeMachine), settling and removing a data
+// set (Settle, RemoveSynced) and the time and count cells of the table
+// (DurationCell, NanosCell, CountCell). What stays here differs in
+// substance: the values (binary, 16 bytes at least; logfs bench's are text
+// lines for the mount's line tools), the Log interface and its adapters,
+// the report, its JSON names and its tables.
 //
 // # Correctness
 //

@@ -1,7 +1,6 @@
 package peers
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,9 +10,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/logfs/logfs/bench"
 )
 
 // Options configures a Run. DefaultOptions documents the defaults.
@@ -55,21 +54,25 @@ type Options struct {
 }
 
 // DefaultOptions is what cmd/peerbench runs without flags: about 2-3 GiB
-// written in total, a few minutes on 2 cores.
+// written in total, a few minutes on 2 cores. They are logfs bench's
+// defaults (bench.DefaultOptions): the same record sizes, batches, data
+// sets, segment size, lookups and mixed workload, so that the figures of the
+// two harnesses can be read side by side.
 func DefaultOptions() Options {
+	d := bench.DefaultOptions()
 	return Options{
-		Sizes:          []int{100, 1024, 16384},
-		Batches:        []int{1, 64},
-		DataBytes:      128 << 20,
-		MaxAutoRecords: 500_000,
-		SegmentBytes:   64 << 20,
-		Lookups:        20_000,
-		PhaseTime:      2 * time.Second,
-		FsyncTime:      time.Second,
-		Readers:        3,
-		MixedRecords:   100_000,
-		Seed:           1,
-		Repeat:         1,
+		Sizes:          d.Sizes,
+		Batches:        d.Batches,
+		DataBytes:      d.DataBytes,
+		MaxAutoRecords: d.MaxRecords,
+		SegmentBytes:   d.SegmentBytes,
+		Lookups:        d.Lookups,
+		PhaseTime:      d.PhaseTime,
+		FsyncTime:      d.FsyncTime,
+		Readers:        d.Readers,
+		MixedRecords:   d.MixedRecords,
+		Seed:           d.Seed,
+		Repeat:         d.Count,
 	}
 }
 
@@ -172,40 +175,23 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	return rep, nil
 }
 
-// medianRuns folds the repeated runs of every cell into one result: the run
-// with the median time/op (the lower one for an even count), with Runs, the
-// fastest and slowest time/op, and the wrong answers of all runs.
+// medianRuns folds the repeated runs of every cell into one result
+// (bench.MedianRuns): the run with the median time/op (the lower one for an
+// even count), with Runs, the fastest and slowest time/op, and the wrong
+// answers of all runs.
 func medianRuns(rs []Result) []Result {
-	type key struct {
+	type cell struct {
 		log, phase  string
 		size, batch int
 	}
-	groups := map[key][]Result{}
-	var order []key
-	for _, r := range rs {
-		k := key{r.Log, r.Phase, r.Size, r.Batch}
-		if groups[k] == nil {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], r)
-	}
-	out := make([]Result, 0, len(order))
-	for _, k := range order {
-		g := groups[k]
-		slices.SortStableFunc(g, func(a, b Result) int { return cmp.Compare(a.NsPerOp, b.NsPerOp) })
-		m := g[(len(g)-1)/2]
-		m.Runs = len(g)
-		m.MinNsPerOp, m.MaxNsPerOp = g[0].NsPerOp, g[len(g)-1].NsPerOp
-		m.Wrong, m.WrongExample = 0, ""
-		for _, r := range g {
-			if r.Wrong > 0 && m.WrongExample == "" {
-				m.WrongExample = r.WrongExample
-			}
-			m.Wrong += r.Wrong
-		}
-		out = append(out, m)
-	}
-	return out
+	return bench.MedianRuns(rs, func(r Result) cell { return cell{r.Log, r.Phase, r.Size, r.Batch} },
+		func(r Result) float64 { return r.NsPerOp },
+		func(m Result, runs []Result) Result {
+			m.Runs = len(runs)
+			m.MinNsPerOp, m.MaxNsPerOp = runs[0].NsPerOp, runs[len(runs)-1].NsPerOp
+			m.Wrong, m.WrongExample = bench.SumWrong(runs, func(r Result) (int64, string) { return r.Wrong, r.WrongExample })
+			return m
+		})
 }
 
 // WrongAnswers returns the results that contain wrong answers.
@@ -264,7 +250,7 @@ func (r *runner) size(ctx context.Context, size int) error {
 					r.add(res)
 				}
 				if !last || !reads {
-					if err := removeData(dir); err != nil {
+					if err := bench.RemoveSynced(dir); err != nil {
 						return err
 					}
 				}
@@ -280,7 +266,7 @@ func (r *runner) size(ctx context.Context, size int) error {
 			if err := r.readPhases(ctx, name, dir, p, n, offs); err != nil {
 				return fmt.Errorf("%s size=%d: %w", name, size, err)
 			}
-			if err := removeData(dir); err != nil {
+			if err := bench.RemoveSynced(dir); err != nil {
 				return err
 			}
 		}
@@ -295,7 +281,7 @@ func (r *runner) size(ctx context.Context, size int) error {
 					return fmt.Errorf("%s append+fsync size=%d batch=%d: %w", name, size, batch, err)
 				}
 				r.add(res)
-				if err := removeData(dir); err != nil {
+				if err := bench.RemoveSynced(dir); err != nil {
 					return err
 				}
 			}
@@ -312,7 +298,7 @@ func (r *runner) size(ctx context.Context, size int) error {
 					return fmt.Errorf("%s mixed size=%d batch=%d: %w", name, size, batch, err)
 				}
 				r.add(res)
-				if err := removeData(dir); err != nil {
+				if err := bench.RemoveSynced(dir); err != nil {
 					return err
 				}
 			}
@@ -343,40 +329,30 @@ func appendPhase(ctx context.Context, name, dir string, cfg Config, p *payload, 
 			err = cerr
 		}
 		if err == nil {
-			res.DiskSize, err = settle(dir)
+			res.DiskSize, err = bench.Settle(dir)
 		}
 	}()
 	bb := newBatchBuf(p.size, batch)
-	lat := make([]int64, 0, int(n)/batch+1)
-	runtime.GC()
-	start := time.Now()
-	var off int64
-	for off < n {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		if fsyncFor > 0 && time.Since(start) >= fsyncFor {
-			break
-		}
-		k := int(min(int64(batch), n-off))
+	a, err := bench.TimeBatches(ctx, n, batch, fsyncFor, func(off int64, k int) (time.Duration, error) {
 		vals, ts := bb.prepare(p, off, k)
 		t := time.Now()
 		if err := l.Append(vals, ts); err != nil {
-			return res, fmt.Errorf("append at %d: %w", off, err)
+			return 0, fmt.Errorf("append at %d: %w", off, err)
 		}
 		if fsyncFor > 0 {
 			if err := l.Sync(); err != nil {
-				return res, fmt.Errorf("sync at %d: %w", off, err)
+				return 0, fmt.Errorf("sync at %d: %w", off, err)
 			}
 		}
-		d := time.Since(t)
-		res.Elapsed += d
-		lat = append(lat, int64(d))
-		off += int64(k)
+		return time.Since(t), nil
+	})
+	if err != nil {
+		return res, err
 	}
-	res.Ops, res.Records, res.Bytes = off, off, off*int64(p.size)
-	res.Samples = len(lat)
-	res.LatP50, res.LatP99 = percentiles(lat)
+	res.Ops, res.Records, res.Bytes = a.Records, a.Records, a.Records*int64(p.size)
+	res.Elapsed = a.Elapsed
+	res.Samples = len(a.Lat)
+	res.LatP50, res.LatP99 = bench.Percentiles(a.Lat)
 	return res, nil
 }
 
@@ -391,10 +367,10 @@ func lookupOffsets(seed uint64, size int, n int64, k int) []int64 {
 }
 
 // readPhases runs reopen, lookup, lookup-time and read on the data set in dir
-// (n records, closed). Every phase starts from settle(dir).
+// (n records, closed). Every phase starts from bench.Settle(dir).
 func (r *runner) readPhases(ctx context.Context, name, dir string, p *payload, n int64, offs []int64) (err error) {
 	o := &r.o
-	if _, err := settle(dir); err != nil {
+	if _, err := bench.Settle(dir); err != nil {
 		return err
 	}
 	runtime.GC()
@@ -414,36 +390,23 @@ func (r *runner) readPhases(ctx context.Context, name, dir string, p *payload, n
 	}
 
 	if o.wants(PhaseLookup) {
-		if _, err := settle(dir); err != nil {
+		if _, err := bench.Settle(dir); err != nil {
 			return err
 		}
 		res := Result{Log: name, Phase: PhaseLookup, Size: p.size, LatUnit: "op"}
-		lat := make([]int64, 0, len(offs))
-		runtime.GC()
-		start := time.Now()
-		for _, off := range offs {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+		m, err := bench.TimeLookups(ctx, "lookup", offs, o.PhaseTime, func(off int64) ([]byte, time.Duration, error) {
 			t := time.Now()
 			v, err := l.LookupFirst(off)
-			d := time.Since(t)
-			if err != nil {
-				return fmt.Errorf("lookup %d: %w", off, err)
-			}
-			if err := p.check(v, off); err != nil {
-				res.wrong(err)
-			}
-			res.Elapsed += d
-			lat = append(lat, int64(d))
-			if time.Since(start) >= o.PhaseTime {
-				break
-			}
+			return v, time.Since(t), err
+		}, func(i int, v []byte) error { return p.check(v, offs[i]) })
+		if err != nil {
+			return err
 		}
-		res.Ops, res.Records = int64(len(lat)), int64(len(lat))
+		res.Elapsed, res.Wrong, res.WrongExample = m.Elapsed, m.Wrong, m.WrongExample
+		res.Ops, res.Records = int64(len(m.Lat)), int64(len(m.Lat))
 		res.Bytes = res.Records * int64(p.size)
-		res.Samples = len(lat)
-		res.LatP50, res.LatP99 = percentiles(lat)
+		res.Samples = len(m.Lat)
+		res.LatP50, res.LatP99 = bench.Percentiles(m.Lat)
 		r.add(res)
 	}
 
@@ -456,43 +419,38 @@ func (r *runner) readPhases(ctx context.Context, name, dir string, p *payload, n
 			if err != nil {
 				return fmt.Errorf("lookup-time: %w", err)
 			}
-			if _, err := settle(dir); err != nil {
+			if _, err := bench.Settle(dir); err != nil {
 				return err
 			}
 			// Targets fall anywhere in (ts(off-1), ts(off)]: the answer is off.
 			rng := rand.New(rand.NewPCG(o.Seed, uint64(p.size)))
-			lat := make([]int64, 0, len(offs))
-			runtime.GC()
-			start := time.Now()
-			for _, off := range offs {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				target := tsOf(off) - rng.Int64N(TimeStep)
-				t := time.Now()
-				got, err := l.LookupTime(target)
-				d := time.Since(t)
-				if err != nil {
-					return fmt.Errorf("lookup-time %d: %w", target, err)
-				}
-				if got != off {
-					res.wrong(fmt.Errorf("%w: lookup-time ts(%d)-%d = offset %d", ErrMismatch, off, tsOf(off)-target, got))
-				}
-				res.Elapsed += d
-				lat = append(lat, int64(d))
-				if time.Since(start) >= o.PhaseTime {
-					break
-				}
+			targets := make([]int64, len(offs))
+			for i, off := range offs {
+				targets[i] = tsOf(off) - rng.Int64N(TimeStep)
 			}
-			res.Ops = int64(len(lat))
-			res.Samples = len(lat)
-			res.LatP50, res.LatP99 = percentiles(lat)
+			m, err := bench.TimeLookups(ctx, "lookup-time", targets, o.PhaseTime, func(ts int64) (int64, time.Duration, error) {
+				t := time.Now()
+				off, err := l.LookupTime(ts)
+				return off, time.Since(t), err
+			}, func(i int, got int64) error {
+				if off := offs[i]; got != off {
+					return fmt.Errorf("%w: lookup-time ts(%d)-%d = offset %d", ErrMismatch, off, tsOf(off)-targets[i], got)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			res.Elapsed, res.Wrong, res.WrongExample = m.Elapsed, m.Wrong, m.WrongExample
+			res.Ops = int64(len(m.Lat))
+			res.Samples = len(m.Lat)
+			res.LatP50, res.LatP99 = bench.Percentiles(m.Lat)
 			r.add(res)
 		}
 	}
 
 	if o.wants(PhaseRead) {
-		if _, err := settle(dir); err != nil {
+		if _, err := bench.Settle(dir); err != nil {
 			return err
 		}
 		var next, bad int64
@@ -545,97 +503,47 @@ func mixedPhase(ctx context.Context, name, dir string, cfg Config, p *payload, m
 		return res, nil
 	}
 
-	nb := (m + int64(batch) - 1) / int64(batch)
-	appendAt := make([]atomic.Int64, nb) // ns since t0 (+1, so 0 = unset)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-
-	type readerOut struct {
-		lag   []int64
-		done  time.Duration
-		err   error
-		wrong int64
-	}
-	outs := make([]readerOut, readers)
-	var wg sync.WaitGroup
-	t0 := time.Now()
-	for i := range outs {
-		wg.Add(1)
-		go func(out *readerOut) {
-			defer wg.Done()
-			out.lag = make([]int64, 0, m)
-			var next int64
-			var bad error
-			out.err = f.Follow(ctx, 0, func(off int64, v []byte) bool {
-				now := int64(time.Since(t0))
-				if off != next {
-					bad = fmt.Errorf("%w: follower got offset %d, want %d", ErrMismatch, off, next)
-					return false
-				}
-				if !p.quick(v, off) {
-					out.wrong++
-				}
-				if at := appendAt[off/int64(batch)].Load(); at > 0 {
-					out.lag = append(out.lag, now-(at-1))
-				}
-				next++
-				return next < m
-			})
-			out.done = time.Since(t0)
-			if out.err == nil {
-				out.err = bad
-			}
-			if out.err == nil && next != m {
-				out.err = fmt.Errorf("%w: follower stopped at %d of %d", ErrMismatch, next, m)
-			}
-		}(&outs[i])
-	}
-
 	bb := newBatchBuf(p.size, batch)
-	lat := make([]int64, 0, nb)
-	var off int64
-	var appendErr error
-	for bi := int64(0); off < m; bi++ {
-		k := int(min(int64(batch), m-off))
-		vals, ts := bb.prepare(p, off, k)
-		t := time.Now()
-		appendAt[bi].Store(int64(t.Sub(t0)) + 1)
-		if appendErr = l.Append(vals, ts); appendErr != nil {
-			break
+	var vals [][]byte
+	var ts []int64
+	x, err := bench.TimeMixed(ctx, m, batch, readers, func(ctx context.Context, fw *bench.Follower) error {
+		var next int64
+		var bad error
+		err := f.Follow(ctx, 0, func(off int64, v []byte) bool {
+			if off != next {
+				bad = fmt.Errorf("%w: follower got offset %d, want %d", ErrMismatch, off, next)
+				return false
+			}
+			fw.Got(off)
+			if !p.quick(v, off) {
+				fw.Wrong("followed values that fail the quick check")
+			}
+			next++
+			return next < m
+		})
+		if err == nil {
+			err = bad
 		}
-		lat = append(lat, int64(time.Since(t)))
-		off += int64(k)
-	}
-	appended := time.Since(t0)
-	if appendErr != nil {
-		cancel()
-	}
-	wg.Wait()
-	if appendErr != nil {
-		return res, appendErr
-	}
-	var lags []int64
-	var last time.Duration
-	for _, out := range outs {
-		if out.err != nil {
-			return res, out.err
+		if err == nil && next != m {
+			err = fmt.Errorf("%w: follower stopped at %d of %d", ErrMismatch, next, m)
 		}
-		lags = append(lags, out.lag...)
-		last = max(last, out.done)
-		res.Wrong += out.wrong
+		return err
+	}, func(off int64, k int) { vals, ts = bb.prepare(p, off, k) }, func() error { return l.Append(vals, ts) })
+	if err != nil {
+		return res, err
 	}
-	if res.Wrong > 0 {
-		res.WrongExample = "followed values that fail the quick check"
-	}
+	res.Wrong, res.WrongExample = x.Wrong, x.WrongExample
 	res.Ops, res.Records, res.Bytes = m, m, m*int64(p.size)
-	res.Elapsed = appended
-	res.Samples = len(lat)
-	res.LatP50, res.LatP99 = percentiles(lat)
-	res.ReaderRecPS = float64(int64(readers)*m) / last.Seconds()
-	res.ReaderMBps = float64(int64(readers)*m*int64(p.size)) / 1e6 / last.Seconds()
-	res.LagP50, res.LagP99 = percentiles(lags)
-	if len(lags) > 0 {
-		res.LagMax = time.Duration(lags[len(lags)-1])
+	res.Elapsed = x.Elapsed
+	res.Samples = len(x.Lat)
+	res.LatP50, res.LatP99 = bench.Percentiles(x.Lat)
+	res.ReaderRecPS = float64(int64(readers)*m) / x.ReadersDone.Seconds()
+	res.ReaderMBps = float64(int64(readers)*m*int64(p.size)) / 1e6 / x.ReadersDone.Seconds()
+	res.LagP50, res.LagP99 = bench.Percentiles(x.Lag) // sorts x.Lag
+	if len(x.Lag) > 0 {
+		res.LagMax = time.Duration(x.Lag[len(x.Lag)-1])
 	}
 	return res, nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/logfs/logfs/bench"
 )
 
 // tinyOptions is a full run shrunk to well under a second per log.
@@ -145,10 +147,10 @@ func TestPercentilesNearestRank(t *testing.T) {
 	for i := range s {
 		s[i] = int64(100 - i) // 100..1, unsorted
 	}
-	p50, p99 := percentiles(s)
+	p50, p99 := bench.Percentiles(s)
 	require.EqualValues(t, 50, p50)
 	require.EqualValues(t, 99, p99)
-	p50, p99 = percentiles([]int64{7})
+	p50, p99 = bench.Percentiles([]int64{7})
 	require.EqualValues(t, 7, p50)
 	require.EqualValues(t, 7, p99)
 }

@@ -1,13 +1,9 @@
 package peers
 
-import (
-	"bufio"
-	"os"
-	"runtime"
-	"strings"
-)
+import "github.com/logfs/logfs/bench"
 
-// Machine is what the report says about where it ran.
+// Machine is what the report says about where it ran: bench.Machine's
+// fields, with the JSON names of this report (empty ones omitted).
 type Machine struct {
 	GOOS       string `json:"goos"`
 	GOARCH     string `json:"goarch"`
@@ -23,36 +19,12 @@ type Machine struct {
 	LoadAvg string `json:"loadavg,omitempty"`
 }
 
+// probeMachine is bench.ProbeMachine: the same fields, read the same way,
+// as logfs bench shows them; a field it cannot read is omitted.
 func probeMachine(dir string) Machine {
-	m := Machine{
-		GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version(),
-		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
-		DataFS: fsType(dir),
+	m := Machine(bench.ProbeMachine(dir))
+	if m.LoadAvg == "-" { // bench's placeholder for an unreadable /proc/loadavg
+		m.LoadAvg = ""
 	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		m.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
-	}
-	m.CPU = procField("/proc/cpuinfo", "model name")
-	m.MemTotal = procField("/proc/meminfo", "MemTotal")
 	return m
-}
-
-// procField returns the value of the first "key: value" line of a /proc file.
-func procField(path, key string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if ok && strings.TrimSpace(k) == key {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }

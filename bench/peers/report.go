@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
+
+	"github.com/logfs/logfs/bench"
 )
 
 // WriteJSON writes the report as indented JSON.
@@ -74,8 +75,8 @@ func WriteTable(w io.Writer, rep *Report) error {
 				note = wrongStr(r)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-				r.Phase, b, r.Log, r.Ops, nsStr(r.NsPerOp), mbStr(r), countStr(r.RecPerS),
-				durStr(r.LatP50), durStr(r.LatP99), ratioStr(r.VsRaw), spreadStr(r), note)
+				r.Phase, b, r.Log, r.Ops, bench.NanosCell(r.NsPerOp), mbStr(r), bench.CountCell(r.RecPerS),
+				bench.DurationCell(r.LatP50), bench.DurationCell(r.LatP99), ratioStr(r.VsRaw), spreadStr(r), note)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -106,8 +107,8 @@ func WriteTable(w io.Writer, rep *Report) error {
 					note = wrongStr(r)
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.1f\t%d\t%.1f\t%s\t%s\t%s\t%s\t\n",
-					r.Batch, r.Log, r.Records, nsStr(r.NsPerOp), r.MBps, r.Readers, r.ReaderMBps,
-					durStr(r.LagP50), durStr(r.LagP99), durStr(r.LagMax), note)
+					r.Batch, r.Log, r.Records, bench.NanosCell(r.NsPerOp), r.MBps, r.Readers, r.ReaderMBps,
+					bench.DurationCell(r.LagP50), bench.DurationCell(r.LagP99), bench.DurationCell(r.LagMax), note)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -207,9 +208,9 @@ func progressLine(r Result) string {
 	if r.NA != "" {
 		return head + " n/a: " + r.NA
 	}
-	s := fmt.Sprintf("%s %9s/op %9s MB/s  p50 %s p99 %s  (%d ops)", head, nsStr(r.NsPerOp), mbStr(r), durStr(r.LatP50), durStr(r.LatP99), r.Ops)
+	s := fmt.Sprintf("%s %9s/op %9s MB/s  p50 %s p99 %s  (%d ops)", head, bench.NanosCell(r.NsPerOp), mbStr(r), bench.DurationCell(r.LatP50), bench.DurationCell(r.LatP99), r.Ops)
 	if r.Phase == PhaseMixed {
-		s += fmt.Sprintf("  readers %.1f MB/s lag p50 %s p99 %s", r.ReaderMBps, durStr(r.LagP50), durStr(r.LagP99))
+		s += fmt.Sprintf("  readers %.1f MB/s lag p50 %s p99 %s", r.ReaderMBps, bench.DurationCell(r.LagP50), bench.DurationCell(r.LagP99))
 	}
 	if r.Wrong > 0 {
 		s += fmt.Sprintf("  WRONG %d: %s", r.Wrong, r.WrongExample)
@@ -239,44 +240,11 @@ func orDash(s string) string {
 	return s
 }
 
-func nsStr(ns float64) string {
-	if ns <= 0 {
-		return "-"
-	}
-	return durStr(time.Duration(ns + 0.5))
-}
-
-func durStr(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "-"
-	case d < time.Microsecond:
-		return fmt.Sprintf("%dns", d.Nanoseconds())
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.2fµs", float64(d)/1e3)
-	case d < time.Second:
-		return fmt.Sprintf("%.2fms", float64(d)/1e6)
-	}
-	return fmt.Sprintf("%.2fs", d.Seconds())
-}
-
 func mbStr(r Result) string {
 	if r.Bytes == 0 {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", r.MBps)
-}
-
-func countStr(x float64) string {
-	switch {
-	case x <= 0:
-		return "-"
-	case x >= 1e6:
-		return fmt.Sprintf("%.2fM", x/1e6)
-	case x >= 1e3:
-		return fmt.Sprintf("%.1fk", x/1e3)
-	}
-	return fmt.Sprintf("%.0f", x)
 }
 
 func ratioStr(x float64) string {

@@ -1,10 +1,6 @@
 package peers
 
-import (
-	"math"
-	"slices"
-	"time"
-)
+import "time"
 
 // Phase names, in report order.
 const (
@@ -65,13 +61,6 @@ type Result struct {
 	LagMax      time.Duration `json:"lag_max_ns,omitempty"`
 }
 
-func (r *Result) wrong(err error) {
-	if r.Wrong == 0 {
-		r.WrongExample = err.Error()
-	}
-	r.Wrong++
-}
-
 func (r *Result) finish() {
 	if r.Elapsed <= 0 {
 		return
@@ -82,19 +71,4 @@ func (r *Result) finish() {
 	}
 	r.MBps = float64(r.Bytes) / 1e6 / s
 	r.RecPerS = float64(r.Records) / s
-}
-
-// percentiles returns the nearest-rank p50 and p99 of samples (ns), sorting
-// them in place.
-func percentiles(samples []int64) (p50, p99 time.Duration) {
-	if len(samples) == 0 {
-		return 0, 0
-	}
-	slices.Sort(samples)
-	at := func(q float64) time.Duration {
-		i := int(math.Ceil(q*float64(len(samples)))) - 1
-		i = max(0, min(i, len(samples)-1))
-		return time.Duration(samples[i])
-	}
-	return at(0.50), at(0.99)
 }

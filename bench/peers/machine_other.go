@@ -1,5 +1,0 @@
-//go:build !linux
-
-package peers
-
-func fsType(string) string { return "" }
