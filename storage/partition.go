@@ -43,10 +43,9 @@ type Partition struct {
 	changed atomic.Pointer[chan struct{}] // handed out by Changed, closed by notify; nil until asked for
 
 	// GUARDED_BY(mu)
-	builder   record.Builder
-	failed    error // set when a failed append could not be undone
-	closed    bool
-	unflushed int64 // records appended since the last flush
+	builder record.Builder
+	failed  error // set when a failed append could not be undone
+	closed  bool
 
 	flushMu    sync.Mutex   // one flush at a time; later callers ride on it
 	flushedTo  atomic.Int64 // recovery point: every offset below is durable
@@ -227,9 +226,10 @@ func (p *Partition) appendLocked(raw []byte, rendered int64, cfg Config) (record
 	seg.views.appended(&h, pos, rendered)
 	p.end.Store(int64(h.NextOffset()))
 	p.lastAppend.Store(p.topic.log.now().UnixNano())
-	p.unflushed += int64(h.RecordCount)
 	p.notify()
-	if cfg.FlushMessages > 0 && p.unflushed >= cfg.FlushMessages {
+	// The records not yet flushed are the offsets from the recovery point
+	// to the log end, as Kafka counts them (unflushedMessages).
+	if cfg.FlushMessages > 0 && p.end.Load()-p.flushedTo.Load() >= cfg.FlushMessages {
 		if err := p.Sync(); err != nil {
 			return base, fmt.Errorf("flush after %d messages: %w", cfg.FlushMessages, err)
 		}
@@ -324,9 +324,6 @@ func (p *Partition) Sync() error {
 	}
 	p.flushedTo.Store(end)
 	p.lastFlush.Store(p.topic.log.now().UnixMilli())
-	p.mu.Lock()
-	p.unflushed = 0
-	p.mu.Unlock()
 	return nil
 }
 

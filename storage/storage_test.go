@@ -343,6 +343,20 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 	require.ErrorIs(t, err, ErrReadOnly)
 }
 
+// flush.messages makes the append that reaches the count flush the
+// partition before it returns.
+func TestFlushMessages(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, small("flush.messages=3", "flush.ms=-1"))
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	for i, want := range []record.Offset{0, 0, 3, 3, 3, 6} {
+		_, err := p.Append(values(1, "x"))
+		require.NoError(t, err)
+		require.Equal(t, want, p.RecoveryPoint(), "after append %d", i)
+	}
+}
+
 func TestWaitWakesOnAppend(t *testing.T) {
 	l := openLog(t, t.TempDir(), Options{})
 	top, _ := l.CreateTopic("t", 1, nil)
