@@ -83,6 +83,7 @@ type segmentConfig struct {
 func (s *segment) logPath() string       { return s.stem + layout.LogSuffix }
 func (s *segment) indexPath() string     { return s.stem + layout.IndexSuffix }
 func (s *segment) timeIndexPath() string { return s.stem + layout.TimeIndexSuffix }
+func (s *segment) viewIndexPath() string { return s.stem + layout.ViewIndexSuffix }
 
 // createSegment makes a new, empty active segment. Stale files that already
 // carry its name (left by a crash between roll and checkpoint) are replaced.

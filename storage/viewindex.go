@@ -10,7 +10,6 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/record"
 	"github.com/logfs/logfs/vfs"
 )
@@ -259,10 +258,6 @@ const (
 )
 
 var errBadViewIndex = errors.New("bad view index")
-
-func (s *segment) viewIndexPath() string {
-	return layout.SegmentPath(s.dir, s.base, layout.ViewIndexSuffix)
-}
 
 func (s *segment) removeViewIndex() error {
 	if err := s.fs.Remove(s.viewIndexPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
