@@ -347,7 +347,6 @@ func (l *Log) openPartition(t *Topic, id int, dir string, st *recovery.Partition
 	p := newPartition(t, id, dir)
 	for i, s := range segs[:len(segs)-1] {
 		s.frozen.Store(true)
-		s.sealed = true
 		// Entirely below the recovery point: fsynced before the checkpoint
 		// vouched for it, so no flush needs to touch it again.
 		s.durable.Store(segs[i+1].base <= st.RecoveryPoint)

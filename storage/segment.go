@@ -44,7 +44,7 @@ type segment struct {
 
 	size    atomic.Int64 // committed bytes of the .log
 	durable atomic.Bool  // sealed and flushed: no flush needs to touch it again
-	frozen  atomic.Bool  // no more appends: size is final
+	frozen  atomic.Bool  // sealed: no more appends, size final, indexes trimmed
 
 	// maxTS and maxTSOffset are the largest batch max timestamp and the
 	// last offset of its batch, loaded lazily for segments opened from disk.
@@ -55,7 +55,6 @@ type segment struct {
 
 	// Appender state, GUARDED_BY(Partition.mu).
 	writable        bool  // indexes open read-write, preallocated
-	sealed          bool  // no more appends: indexes trimmed
 	bytesSinceIndex int64 // log bytes since the last index entry
 	rollTS          int64 // max timestamp of the first batch, or NoTimestamp
 	rollTSKnown     bool
@@ -354,13 +353,12 @@ func (s *segment) loadRollTimestamp() error {
 // seal makes the segment read-only: the final time-index entry, then both
 // indexes trimmed to their entries, as Kafka's onBecomeInactiveSegment.
 func (s *segment) seal() error {
-	if s.sealed {
+	if s.frozen.Load() {
 		return nil
 	}
 	if !s.writable {
 		// Reopened and never appended to: its indexes are as the last
 		// close or recovery left them, trimmed and final.
-		s.sealed = true
 		s.frozen.Store(true)
 		return nil
 	}
@@ -382,7 +380,6 @@ func (s *segment) seal() error {
 			return err
 		}
 	}
-	s.sealed = true
 	s.writable = false
 	s.frozen.Store(true)
 	return nil
@@ -419,7 +416,7 @@ func (s *segment) flush(indexes bool) error {
 // everything is closed once no reader holds it.
 func (s *segment) close() error {
 	var err error
-	if s.writable && !s.sealed {
+	if s.writable { // the active segment: seal clears writable
 		err = s.loadTimestamps()
 		s.idxMu.Lock()
 		if s.timeIdx != nil && err == nil {
