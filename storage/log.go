@@ -139,8 +139,10 @@ func (l *Log) open() error {
 		}
 		l.lock = lock
 	}
-	clean := recovery.HasCleanShutdownMarker(fs, l.dir)
-	if !l.opts.ReadOnly {
+	var clean bool
+	if l.opts.ReadOnly {
+		clean = recovery.HasCleanShutdownMarker(fs, l.dir)
+	} else {
 		var err error
 		if clean, err = recovery.TakeCleanShutdownMarker(fs, l.dir); err != nil {
 			return err
