@@ -68,11 +68,6 @@ type PartitionState struct {
 	NextOffset    record.Offset // the log end offset
 	RecoveryPoint record.Offset // offsets below it are known durable
 	Report        PartitionReport
-
-	// Totals of Report, kept for storage.Partition.Recovery.
-	ScannedBytes   int64           // .log bytes whose batches were checked
-	TruncatedBytes int64           // cut (or, read-only, hidden) from scanned segments
-	Dropped        []record.Offset // bases of the segments dropped after a cut or a hole
 }
 
 // LoadPartition brings a partition folder to a consistent state, following
@@ -156,13 +151,6 @@ func (l *loader) load() error {
 	}
 	l.rep.LogStart, l.rep.LogEnd, l.rep.RecoveryPoint = l.st.LogStart, l.st.NextOffset, l.st.RecoveryPoint
 	l.rep.Segments = len(l.st.Segments)
-	l.st.ScannedBytes = l.rep.ScannedBytes
-	for _, c := range l.rep.Cuts {
-		l.st.TruncatedBytes += c.Bytes
-	}
-	for _, d := range l.rep.Dropped {
-		l.st.Dropped = append(l.st.Dropped, d.Base)
-	}
 	return nil
 }
 

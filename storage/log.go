@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -358,7 +357,7 @@ func (l *Log) openPartition(t *Topic, id int, dir string, st *recovery.Partition
 	p.start.Store(int64(st.LogStart))
 	p.end.Store(int64(st.NextOffset))
 	p.flushedTo.Store(int64(st.RecoveryPoint))
-	p.recovered = RecoveryReport{ScannedBytes: st.ScannedBytes, CutBytes: st.TruncatedBytes, Dropped: slices.Clone(st.Dropped)}
+	p.recovered = newRecoveryReport(&st.Report)
 	return p
 }
 

@@ -1,6 +1,9 @@
 package storage
 
-import "github.com/logfs/logfs/record"
+import (
+	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/recovery"
+)
 
 // RecoveryReport says what opening a partition found in its files. After a
 // clean shutdown it is all zeros: nothing was scanned.
@@ -14,6 +17,18 @@ type RecoveryReport struct {
 	// Dropped lists the base offsets of the segments that followed a cut:
 	// removed, or on a read-only open left in place and not read.
 	Dropped []record.Offset
+}
+
+// newRecoveryReport sums what recovery reported for one partition.
+func newRecoveryReport(r *recovery.PartitionReport) RecoveryReport {
+	out := RecoveryReport{ScannedBytes: r.ScannedBytes}
+	for _, c := range r.Cuts {
+		out.CutBytes += c.Bytes
+	}
+	for _, d := range r.Dropped {
+		out.Dropped = append(out.Dropped, d.Base)
+	}
+	return out
 }
 
 // Recovery returns what opening the partition found and did: what `logfs
