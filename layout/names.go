@@ -90,12 +90,12 @@ func ParsePartitionDirName(name string) (string, int, bool) {
 	if dash <= 0 {
 		return "", 0, false
 	}
-	topic, num := name[:dash], name[dash+1:]
+	topic := name[:dash]
 	if ValidateTopic(topic) != nil {
 		return "", 0, false
 	}
-	p, err := strconv.Atoi(num)
-	if err != nil || p < 0 || strconv.Itoa(p) != num {
+	p, err := ParsePartition(name[dash+1:])
+	if err != nil {
 		return "", 0, false
 	}
 	return topic, p, true
