@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/record"
 	"github.com/logfs/logfs/vfs"
 )
@@ -21,7 +22,7 @@ type TopicPartition struct {
 	Partition int
 }
 
-func (tp TopicPartition) String() string { return tp.Topic + "-" + strconv.Itoa(tp.Partition) }
+func (tp TopicPartition) String() string { return layout.PartitionDirName(tp.Topic, tp.Partition) }
 
 // ReadCheckpoint reads one of Kafka's offset checkpoint files:
 //
