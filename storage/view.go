@@ -198,15 +198,15 @@ func (v *View) renderAt(i int, local int64, want int) ([]byte, error) {
 		return v.chunk[local-v.chunkAt:], nil
 	}
 	s := v.segs[i]
+	sequential := v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk))
 	var from record.Position
 	var at int64
-	if v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk)) {
-		from, at = v.chunkEnd, local // sequential: carry on after the chunk
+	if sequential {
+		from, at = v.chunkEnd, local // carry on after the chunk
 	} else {
 		e := s.views.get(s, v.format).locate(local)
 		from, at = e.pos, e.rendered
 	}
-	sequential := v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk))
 	v.chunk, v.chunkSeg = v.chunk[:0], i
 	size := record.Position(s.size.Load())
 	if v.scSeg != i || !v.scOK || v.sc.Pos() != from || v.scEnd != size {
