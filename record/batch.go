@@ -204,5 +204,3 @@ func ParseBatch(b []byte, pos Position) (Batch, error) {
 func SetBaseOffset(b []byte, base Offset) {
 	binary.BigEndian.PutUint64(b[0:], uint64(base))
 }
-
-func crc32Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }

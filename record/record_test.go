@@ -3,6 +3,7 @@ package record
 import (
 	"bytes"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,7 +168,7 @@ func TestRecordCorruptionIsAnError(t *testing.T) {
 }
 
 func binaryFixCRC(b []byte) {
-	c := crc32Checksum(b[crcStart:])
+	c := crc32.Checksum(b[crcStart:], castagnoli)
 	b[17], b[18], b[19], b[20] = byte(c>>24), byte(c>>16), byte(c>>8), byte(c)
 }
 
