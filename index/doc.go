@@ -113,8 +113,8 @@
 //
 // # Concurrency
 //
-// Readers: Lookup, Entry, Entries, LastEntry, IsFull, MaxEntries, Check,
-// CheckLogSize, Flush, Path, Base and Mapped. Any number of goroutines may
+// Readers: Lookup, LookupSpan, Entry, Entries, LastEntry, IsFull,
+// MaxEntries, Check, CheckLogSize, Flush, Path, Base and Mapped. Any number of goroutines may
 // call them at any time, concurrently with one another and with the
 // writer. A reader racing with Close or Delete returns ErrClosed.
 //

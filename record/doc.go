@@ -42,8 +42,8 @@
 // # Reading
 //
 // A Scanner walks the batches of a file through io.ReaderAt and checks each
-// header; Batch.Records iterates the records of one batch, decompressing with
-// a Decoder that keeps its buffers between batches. Nothing in this package
+// header; Decoder.Records iterates the records of one batch, decompressing
+// them into buffers the Decoder keeps between batches. Nothing in this package
 // trusts a length read from disk before checking it against the bytes that
 // are actually there, so a corrupt or hostile file costs an error, never a
 // panic or an allocation larger than the data.
