@@ -137,8 +137,10 @@
 // corrupt batches left in place, the leftovers removed, the swaps
 // completed, the indexes rebuilt, an empty segment created, and warnings;
 // WriteText prints it one line per event and a summary line ("would cut"
-// on a read-only load). Problems counts the cuts, drops and corruption
-// found: a non-zero exit status for `logfs check`. Every event is also
+// on a read-only load), and Problems counts the cuts, drops and corruption
+// found. `logfs check` prints, per partition, the bytes cut and the
+// segments dropped that storage sums from it (storage.Partition.Recovery),
+// then what storage.Log.Check finds. Every event is also
 // logged with slog when it happens (Warn for cuts and drops, Error for
 // corruption, Info for leftovers), and LoadAll logs "recovering logs" with
 // the partitions and .log bytes to scan, the same with partitions_left and

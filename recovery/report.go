@@ -9,9 +9,10 @@ import (
 	"github.com/logfs/logfs/record"
 )
 
-// Report is what loading a data directory found and did, for `logfs check`
-// and `logfs check --repair` to print (WriteText) and for tests. Every
-// event in it was also logged when it happened.
+// Report is what loading a data directory found and did; WriteText prints
+// it for people. storage keeps it (Log.RecoveryReport) and sums each
+// partition's part for Partition.Recovery, which `logfs check` prints.
+// Every event in it was also logged when it happened.
 type Report struct {
 	// Clean says the clean-shutdown marker was found: the checkpoints were
 	// trusted and no log data was read.

@@ -363,8 +363,9 @@ func (l *Log) openPartition(t *Topic, id int, dir string, st *recovery.Partition
 
 // RecoveryReport returns what Open found and did: the segments it scanned,
 // cut and dropped, the leftovers it removed, the indexes it rebuilt. With
-// ForceRecovery it is what `logfs check --repair` prints (WriteText); with
-// ReadOnly too, what it would do. See package recovery.
+// ForceRecovery it is what `logfs check --repair` did (the command prints
+// each partition's totals, Partition.Recovery); with ReadOnly too, what it
+// would do. See package recovery.
 func (l *Log) RecoveryReport() *recovery.Report { return l.report }
 
 // Dir returns the data directory.

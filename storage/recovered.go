@@ -14,8 +14,9 @@ type RecoveryReport struct {
 	// batch to its end: cut from the file, or on a read-only open left in
 	// place and not read.
 	CutBytes int64
-	// Dropped lists the base offsets of the segments that followed a cut:
-	// removed, or on a read-only open left in place and not read.
+	// Dropped lists the base offsets of the segments that followed a cut
+	// or a hole: removed, or on a read-only open left in place and not
+	// read.
 	Dropped []record.Offset
 }
 
