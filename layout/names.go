@@ -82,6 +82,14 @@ func PartitionDirName(topic string, partition int) string {
 	return topic + "-" + strconv.Itoa(partition)
 }
 
+// DeletedPartitionDirName is the name a partition folder is renamed to
+// before it is removed, as Kafka names it ("<topic>-<partition>.<uuid>-delete"):
+// a crash halfway through leaves a folder that no load takes for a
+// partition. unique makes the name unique (Kafka uses a UUID).
+func DeletedPartitionDirName(topic string, partition int, unique uint64) string {
+	return fmt.Sprintf("%s.%032x-delete", PartitionDirName(topic, partition), unique)
+}
+
 // ParsePartitionDirName splits on the last '-', as Kafka does. Folders Kafka
 // marks for deletion, future replicas or strays ("…-delete", "…-future",
 // "…-stray") and anything else that does not parse are not partitions.

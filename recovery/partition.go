@@ -347,7 +347,7 @@ func (l *loader) lastSegmentEnd(last Segment) error {
 		last.Size = record.Position(info.Size())
 		l.st.Segments[len(l.st.Segments)-1].Size = last.Size
 	}
-	if o.Clean && !o.Force && !l.anomaly && rp >= last.Base && (last.Size == 0) == (rp == last.Base) {
+	if l.trusting() && !l.anomaly && rp >= last.Base && (last.Size == 0) == (rp == last.Base) {
 		l.st.NextOffset = rp
 		return nil
 	}
@@ -410,7 +410,7 @@ func (l *loader) finishOffsets() {
 	o, st := l.o, l.st
 	st.LogStart = min(max(o.LogStart, st.Segments[0].Base), st.NextOffset)
 	switch {
-	case o.Clean && !o.Force:
+	case l.trusting():
 		st.RecoveryPoint = st.NextOffset
 	case o.RecoveryPoint >= 0:
 		st.RecoveryPoint = min(o.RecoveryPoint, st.NextOffset)

@@ -458,7 +458,7 @@ func (l *Log) DeleteTopic(name string) error {
 	delete(l.topics, name)
 	errs := []error{t.close()}
 	for _, p := range t.Partitions() {
-		doomed := p.dir + "." + fmt.Sprintf("%032x", l.now().UnixNano()) + "-delete"
+		doomed := filepath.Join(l.dir, layout.DeletedPartitionDirName(t.name, p.id, uint64(l.now().UnixNano())))
 		if err := l.fs.Rename(p.dir, doomed); err != nil {
 			errs = append(errs, err)
 			continue
