@@ -80,3 +80,10 @@ func TestValidateTopic(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidPartition, bad)
 	}
 }
+
+func TestDeletedPartitionDirName(t *testing.T) {
+	name := DeletedPartitionDirName("orders", 3, 0xabc)
+	require.Equal(t, "orders-3.00000000000000000000000000000abc-delete", name)
+	_, _, ok := ParsePartitionDirName(name)
+	require.False(t, ok, "a folder being deleted is not a partition")
+}
