@@ -128,11 +128,8 @@ func (h *appendHandle) Write(ctx context.Context, data []byte, off int64) (uint3
 	return uint32(n), 0
 }
 
-// limits returns the topic's max.message.bytes and segment.bytes.
-func (h *appendHandle) limits() (maxMessage, segment int64) {
-	cfg := h.n.ps.p.Topic().Config()
-	return cfg.MaxMessageBytes, cfg.SegmentBytes
-}
+// config returns the topic's settings in force.
+func (h *appendHandle) config() storage.Config { return h.n.ps.p.Topic().Config() }
 
 // tooLong reports whether a line already n bytes long can no longer become
 // a record under max.message.bytes, whatever follows. For values the line
@@ -152,7 +149,8 @@ func (h *appendHandle) tooLong(n int, maxMessage int64) bool {
 // appended, and the kernel hands the rest to the next write, which fails
 // with EFBIG.
 func (h *appendHandle) write(data []byte) (int, error) {
-	maxMessage, segment := h.limits()
+	cfg := h.config()
+	maxMessage, segment := cfg.MaxMessageBytes, cfg.SegmentBytes
 	skipped := 0
 	if h.dropping {
 		i := bytes.IndexByte(data, '\n')
@@ -189,7 +187,7 @@ func (h *appendHandle) write(data []byte) (int, error) {
 	bad := -1 // index of the line that failed, or -1
 	var err error
 	add := func(i int, line []byte) {
-		r, skip, e := h.record(line, maxMessage)
+		r, skip, e := h.record(line, cfg)
 		switch {
 		case e != nil:
 			bad, err = i, e
@@ -225,7 +223,7 @@ func (h *appendHandle) write(data []byte) (int, error) {
 // record turns one line (without its newline) into a record, or fails
 // with ErrInvalidRecord or ErrRecordTooLarge. Blank lines of append.jsonl
 // are skipped; in append, an empty line is a record with an empty value.
-func (h *appendHandle) record(line []byte, maxMessage int64) (r storage.Record, skip bool, err error) {
+func (h *appendHandle) record(line []byte, cfg storage.Config) (r storage.Record, skip bool, err error) {
 	if h.n.jsonl {
 		if len(bytes.TrimSpace(line)) == 0 {
 			return r, true, nil
@@ -236,10 +234,7 @@ func (h *appendHandle) record(line []byte, maxMessage int64) (r storage.Record, 
 	} else {
 		r.Value = line
 	}
-	if n := int64(record.HeaderSize + record.RecordSize(0, 0, r.Key, r.Value, r.Headers)); n > maxMessage {
-		return r, false, fmt.Errorf("%w: a record of %d bytes in a batch of its own, max.message.bytes is %d", storage.ErrRecordTooLarge, n, maxMessage)
-	}
-	return r, false, nil
+	return r, false, cfg.CheckRecord(&r)
 }
 
 // append writes recs in one batch. Only when a topic's segment.bytes is
@@ -277,8 +272,7 @@ func (h *appendHandle) Release(ctx context.Context) syscall.Errno {
 	if len(h.partial) == 0 || h.dropping {
 		return 0
 	}
-	maxMessage, _ := h.limits()
-	r, skip, err := h.record(h.partial, maxMessage)
+	r, skip, err := h.record(h.partial, h.config())
 	if err == nil && !skip {
 		if _, err = h.n.ps.p.Append([]storage.Record{r}); err == nil {
 			h.n.ps.invalidate()

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/logfs/logfs/record"
 )
 
 // Config holds the settings in force for a topic, under Kafka's property
@@ -24,6 +26,16 @@ type Config struct {
 	FlushMessages      int64 // flush.messages: fsync after this many records; -1 = no count (-1)
 	FlushMs            int64 // flush.ms: fsync at least this often; -1 = never (1000 here; Kafka: never)
 	FileDeleteDelayMs  int64 // file.delete.delay.ms: how long a deleted segment lingers (60000)
+}
+
+// CheckRecord applies max.message.bytes to one record: the batch holding it
+// alone must fit, as Kafka measures a batch. It returns an error wrapping
+// ErrRecordTooLarge, or nil.
+func (c Config) CheckRecord(r *Record) error {
+	if n := int64(record.HeaderSize + record.RecordSize(0, 0, r.Key, r.Value, r.Headers)); n > c.MaxMessageBytes {
+		return fmt.Errorf("%w: a record of %d bytes in a batch of its own, max.message.bytes is %d", ErrRecordTooLarge, n, c.MaxMessageBytes)
+	}
+	return nil
 }
 
 // DefaultConfig returns Kafka's defaults, except flush.ms: with no

@@ -172,8 +172,8 @@ func (p *Partition) Append(recs []Record) (record.Offset, error) {
 	var rendered int64 // the batch's Values rendering: each value and '\n'
 	for i := range recs {
 		r := &recs[i]
-		if n := record.HeaderSize + record.RecordSize(0, 0, r.Key, r.Value, r.Headers); int64(n) > cfg.MaxMessageBytes {
-			return 0, fmt.Errorf("%w: record %d is %d bytes in a batch of its own, max.message.bytes is %d", ErrRecordTooLarge, i, n, cfg.MaxMessageBytes)
+		if err := cfg.CheckRecord(r); err != nil {
+			return 0, fmt.Errorf("record %d: %w", i, err)
 		}
 		ts := r.Timestamp
 		if ts == 0 {
