@@ -16,13 +16,18 @@ import (
 // a stray write to a sealed index faults instead of changing it. size must
 // be > 0: mmap rejects an empty mapping.
 func mmap(f *os.File, size int, writable bool) ([]byte, error) {
+	return mmapFd(int(f.Fd()), f.Name(), size, writable)
+}
+
+// mmapFd is mmap for a file known by its descriptor and path.
+func mmapFd(fd int, path string, size int, writable bool) ([]byte, error) {
 	prot := unix.PROT_READ
 	if writable {
 		prot |= unix.PROT_WRITE
 	}
-	b, err := unix.Mmap(int(f.Fd()), 0, size, prot, unix.MAP_SHARED)
+	b, err := unix.Mmap(fd, 0, size, prot, unix.MAP_SHARED)
 	if err != nil {
-		return nil, &os.PathError{Op: "mmap", Path: f.Name(), Err: err}
+		return nil, &os.PathError{Op: "mmap", Path: path, Err: err}
 	}
 	return b, nil
 }

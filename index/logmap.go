@@ -1,0 +1,123 @@
+package index
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"sync"
+
+	"github.com/logfs/logfs/record"
+)
+
+// ErrFault is what LogMap.ReadAt returns when the mapped file is shorter
+// than its mapping: another process truncated it under us. The read fails;
+// the process does not die of SIGBUS.
+var ErrFault = errors.New("logfs/index: mapped file changed under the mapping")
+
+// LogMap is a read-only mapping of a sealed segment's .log: its bytes never
+// change, so a lookup can walk batch headers by copying a few dozen bytes at
+// a time instead of making a system call for each read.
+//
+// It is an io.ReaderAt, and like every mapping of the package it copies out:
+// mapped bytes never leave it. Any number of goroutines may call ReadAt;
+// Close waits for them and unmaps.
+type LogMap struct {
+	path string
+	n    int // bytes mapped
+	mu   sync.RWMutex
+	data []byte // GUARDED_BY(mu); nil once closed
+}
+
+// MapLog maps the first size bytes of the file open as fd, read-only. The
+// file must not shrink while it is mapped (a sealed segment only ever
+// grows by nothing); if another process cuts it anyway, ReadAt returns
+// ErrFault for the bytes that are gone.
+func MapLog(fd uintptr, path string, size int64) (*LogMap, error) {
+	if size <= 0 || int64(int(size)) != size {
+		return nil, fmt.Errorf("map %s: size %d", path, size)
+	}
+	b, err := mmapFd(int(fd), path, int(size), false)
+	if err != nil {
+		return nil, err
+	}
+	return &LogMap{path: path, n: len(b), data: b}, nil
+}
+
+// Len returns the number of bytes mapped, which may run past the end of
+// the file.
+func (m *LogMap) Len() int { return m.n }
+
+// ReadAt copies the mapped bytes at off into p. Like a file, it returns
+// io.EOF when fewer than len(p) bytes lie past off.
+func (m *LogMap) ReadAt(p []byte, off int64) (n int, err error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.data == nil {
+		return 0, ErrClosed
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("read %s at %d: negative offset", m.path, off)
+	}
+	if off >= int64(len(m.data)) {
+		return 0, io.EOF
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			n, err = 0, fmt.Errorf("read %s at %d: %w (%v)", m.path, off, ErrFault, r)
+		}
+	}()
+	n = copy(p, m.data[off:])
+	if n < len(p) {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// Close unmaps the file once no ReadAt is running. It is idempotent.
+func (m *LogMap) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.data == nil {
+		return nil
+	}
+	err := munmap(m.data)
+	m.data = nil
+	return err
+}
+
+// FindBatch walks the batch headers of the mapped log from pos, a batch
+// start, towards end, and returns the position of the first batch whose
+// last offset is at or above target, with found. Each header is copied out
+// and parsed by record.ParseHeader, under one lock for the whole walk. At a
+// header that does not parse, a batch that runs past end, or end itself,
+// it stops and returns that position with found false: the caller's
+// scanner goes on from there and reports what is wrong, if anything.
+func (m *LogMap) FindBatch(pos, end record.Position, target record.Offset) (at record.Position, found bool, err error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.data == nil {
+		return pos, false, ErrClosed
+	}
+	end = min(end, record.Position(len(m.data)))
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			at, found, err = pos, false, fmt.Errorf("read %s at %d: %w (%v)", m.path, pos, ErrFault, r)
+		}
+	}()
+	var hdr [record.HeaderSize]byte
+	for pos >= 0 && end-pos >= record.HeaderSize {
+		copy(hdr[:], m.data[pos:])
+		h, err := record.ParseHeader(hdr[:], pos)
+		if err != nil || h.Size() > int64(end-pos) {
+			break
+		}
+		if h.LastOffset() >= target {
+			return pos, true, nil
+		}
+		pos += record.Position(h.Size())
+	}
+	return pos, false, nil
+}
