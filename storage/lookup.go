@@ -2,9 +2,12 @@ package storage
 
 import (
 	"fmt"
+	"io"
 	"sync"
 
+	"github.com/logfs/logfs/index"
 	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/vfs"
 )
 
 // lookupReadAhead is how much of the log an offset lookup reads at a time
@@ -102,7 +105,22 @@ func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.Sca
 	if start > size {
 		start = 0
 	}
-	sc.Reset(s.log, start, size, record.ScanOptions{HeadersOnly: true, ReadAhead: span, MaxReadAhead: lookupReadAhead})
+	var r io.ReaderAt = s.log
+	if m := s.mapping(); m != nil {
+		// No system call: walk the headers in the mapping, then read the
+		// batch alone, growing reads from there.
+		at, found, err := m.FindBatch(start, size, target)
+		if err != nil {
+			return false, err
+		}
+		if found {
+			opts.ReadAhead = 1
+			sc.Reset(m, at, size, opts)
+			return true, nil
+		}
+		r, start = m, at // the scanner goes on, and says why the walk stopped
+	}
+	sc.Reset(r, start, size, record.ScanOptions{HeadersOnly: true, ReadAhead: span, MaxReadAhead: lookupReadAhead})
 	for sc.Next() {
 		if b := sc.Batch(); b.LastOffset() >= target {
 			sc.Seek(b.Pos, opts)
@@ -250,4 +268,66 @@ func (m *memIndex) timeLookup(ts int64, base record.Offset) record.Offset {
 		return base
 	}
 	return m.entries[lo-1].maxTSOffset
+}
+
+// mappedLog reads a segment's .log through its mapping where the mapping
+// covers the bytes, and with pread past it (an active segment grown beyond
+// segment.bytes, as a Kafka topic with a larger setting can).
+type mappedLog struct {
+	*index.LogMap
+	f vfs.File
+}
+
+func (r *mappedLog) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) <= int64(r.Len()) {
+		return r.LogMap.ReadAt(p, off)
+	}
+	return r.f.ReadAt(p, off)
+}
+
+// reader returns what to read the segment's log through: its mapping, or
+// the file itself when it cannot be mapped.
+func (s *segment) reader() io.ReaderAt {
+	if m := s.mapping(); m != nil {
+		return m
+	}
+	return s.log
+}
+
+// mapping returns the segment's .log mapped read-only, or nil when it
+// cannot be mapped (not an OS file, empty, or out of address space or map
+// count: pread works as well, only slower). Reads through it copy without a
+// system call. It is made on first use: a sealed segment's as the file is,
+// the active one's out to segment.bytes, past the end of the file, so that
+// appends show through it without a remap (no byte past the published size
+// is ever read, and a log only grows). The caller holds a reference to s,
+// which keeps the mapping alive: it is unmapped when the last one goes.
+func (s *segment) mapping() *mappedLog {
+	if m := s.mapped.Load(); m != nil || s.noMap.Load() {
+		return m
+	}
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	if m := s.mapped.Load(); m != nil || s.noMap.Load() {
+		return m
+	}
+	f, ok := s.log.(interface{ Fd() uintptr })
+	size := s.size.Load()
+	length := size
+	if !s.frozen.Load() {
+		length = max(size, s.cfg.segmentBytes)
+	}
+	if !ok || length == 0 {
+		s.noMap.Store(true)
+		return nil
+	}
+	lm, err := index.MapLog(f.Fd(), s.logPath(), length)
+	if err != nil {
+		s.logger.Info("reading segment without a mapping", "segment", s.logPath(), "err", err)
+		s.noMap.Store(true)
+		return nil
+	}
+	m := &mappedLog{LogMap: lm, f: s.log}
+	s.mapped.Store(m)
+	return m
 }

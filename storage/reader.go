@@ -138,7 +138,7 @@ func (r *Reader) nextBatch() (*record.Batch, error) {
 		}
 		r.seg.release()
 		r.seg = next
-		r.sc.Reset(next.log, 0, record.Position(next.size.Load()), readerScan)
+		r.sc.Reset(next.reader(), 0, record.Position(next.size.Load()), readerScan)
 	}
 }
 

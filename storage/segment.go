@@ -64,6 +64,12 @@ type segment struct {
 	// partition) plus readers that pinned it. At 0 the files are closed.
 	refs atomic.Int32
 
+	// mapped is the .log mapped read-only on first read (see mapping);
+	// mapMu serialises making it, and noMap records that it cannot be.
+	mapMu  sync.Mutex
+	mapped atomic.Pointer[mappedLog]
+	noMap  atomic.Bool
+
 	views viewIndexes
 
 	logger *slog.Logger
@@ -73,6 +79,7 @@ type segment struct {
 type segmentConfig struct {
 	indexBytes    int64
 	indexInterval int64
+	segmentBytes  int64 // roll size: what the active segment's mapping covers
 	readOnly      bool
 }
 
@@ -201,6 +208,9 @@ func (s *segment) closeIndexes() {
 
 func (s *segment) closeFiles() error {
 	s.closeIndexes()
+	if m := s.mapped.Swap(nil); m != nil {
+		m.Close()
+	}
 	if s.log == nil {
 		return nil
 	}

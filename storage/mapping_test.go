@@ -1,0 +1,117 @@
+package storage
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/logfs/logfs/index"
+	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/vfs"
+)
+
+// The active segment is mapped past its end: what is appended after a
+// reader mapped it is read through the same mapping, by lookups and by a
+// reader that follows.
+func TestMappedActiveSegmentSeesAppends(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, small("index.interval.bytes=100"))
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	_, err = p.Append(values(10, "a"))
+	require.NoError(t, err)
+	r, err := p.NewReader(3)
+	require.NoError(t, err)
+	defer r.Close()
+	active := p.segments()[0]
+	m := active.mapped.Load()
+	require.NotNil(t, m, "a lookup maps the segment")
+	require.EqualValues(t, 1<<30, m.Len(), "out to segment.bytes")
+
+	for i := 0; i < 50; i++ {
+		_, err = p.Append(values(3, "b"))
+		require.NoError(t, err)
+	}
+	require.Same(t, m, active.mapped.Load(), "no remap")
+	n := 0
+	for {
+		_, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		n++
+	}
+	require.Equal(t, 7+150, n)
+	for _, off := range []record.Offset{0, 9, 10, 100, 159} {
+		require.NoError(t, r.Seek(off))
+		rec, err := r.Next()
+		require.NoError(t, err)
+		require.Equal(t, off, rec.Offset)
+	}
+}
+
+// A segment's mapping goes with its last reference: retention deletes a
+// segment a reader has mapped, and the mapping stays until the reader lets
+// go.
+func TestMappingGoesWithSegment(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, small("segment.bytes=300", "retention.bytes=0", "retention.ms=-1", "file.delete.delay.ms=0"))
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	for i := 0; i < 20; i++ {
+		_, err := p.Append(values(1, "v"))
+		require.NoError(t, err)
+	}
+	first := p.segments()[0]
+	r, err := p.NewReader(1)
+	require.NoError(t, err)
+	require.NotNil(t, first.mapped.Load())
+	_, err = l.EnforceRetention()
+	require.NoError(t, err)
+	rec, err := r.Next()
+	require.NoError(t, err, "the deleted segment is still read through its mapping")
+	require.EqualValues(t, 1, rec.Offset)
+	require.NotNil(t, first.mapped.Load())
+	require.NoError(t, r.Close())
+	require.Nil(t, first.mapped.Load(), "unmapped with the last reference")
+}
+
+// Bytes past the mapping (an active segment that grew beyond
+// segment.bytes, as a broker with a larger setting can make it) are read
+// with pread.
+func TestMappedLogReadsPastMapping(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "00000000000000000000.log")
+	data := make([]byte, 3*4096)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	require.NoError(t, os.WriteFile(name, data, 0o644))
+	f, err := vfs.Default.OpenFile(name, os.O_RDONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	lm, err := index.MapLog(f.(interface{ Fd() uintptr }).Fd(), name, 4096)
+	require.NoError(t, err)
+	defer lm.Close()
+	m := &mappedLog{LogMap: lm, f: f}
+	for _, c := range []struct{ off, n int }{{0, 100}, {4000, 96}, {4000, 97}, {4096, 5000}, {8000, 4288}} {
+		got := make([]byte, c.n)
+		n, err := m.ReadAt(got, int64(c.off))
+		require.NoError(t, err, "%+v", c)
+		require.Equal(t, c.n, n)
+		require.Equal(t, data[c.off:c.off+c.n], got, "%+v", c)
+	}
+}
+
+// A segment that is not an OS file (crashfs in tests) is read with pread.
+func TestNoMappingWithoutFd(t *testing.T) {
+	s := &segment{log: noLogFile("x.log"), cfg: &segmentConfig{segmentBytes: 1 << 20}}
+	s.size.Store(100)
+	require.Nil(t, s.mapping())
+	require.True(t, s.noMap.Load())
+	require.Equal(t, io.ReaderAt(s.log), s.reader())
+}
