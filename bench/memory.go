@@ -87,7 +87,7 @@ func (r *runner) memory(ctx context.Context) (err error) {
 		}
 		st.Step = name
 		mem.Steps = append(mem.Steps, st)
-		r.logf("memory: %-28s rss %s, peak %s, %d maps, %d of index files (%d segments)", name, sizeCell(st.RSS), sizeCell(st.HWM), st.Maps, st.IndexMaps, st.SegsMapped)
+		r.logf("memory: %-28s rss %s, peak %s, %d maps, %d of segment files (%d segments)", name, sizeCell(st.RSS), sizeCell(st.HWM), st.Maps, st.FileMaps, st.SegsMapped)
 		return nil
 	}
 	if err := step("mounted"); err != nil {
@@ -183,7 +183,7 @@ func (r *runner) memory(ctx context.Context) (err error) {
 }
 
 // procMemory reads VmRSS and VmHWM of a process and counts its memory
-// mappings, and those of the index files under dataDir.
+// mappings, and those of the segment files under dataDir.
 func procMemory(pid int, dataDir string) (MemoryStep, error) {
 	var st MemoryStep
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -207,8 +207,8 @@ func procMemory(pid int, dataDir string) (MemoryStep, error) {
 	segs := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(maps)), "\n") {
 		st.Maps++
-		if s, ok := mappedIndexSegment(line, dataDir); ok {
-			st.IndexMaps++
+		if s, ok := mappedSegmentFile(line, dataDir); ok {
+			st.FileMaps++
 			segs[s] = true
 		}
 	}
@@ -217,7 +217,7 @@ func procMemory(pid int, dataDir string) (MemoryStep, error) {
 }
 
 // mappedSegments lists "partition/base" of every segment of the memory
-// data set with a mapped index file.
+// data set with a mapped file.
 func mappedSegments(pid int, dataDir string) ([]string, error) {
 	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
@@ -225,7 +225,7 @@ func mappedSegments(pid int, dataDir string) ([]string, error) {
 	}
 	segs := map[string]bool{}
 	for _, line := range strings.Split(string(maps), "\n") {
-		if s, ok := mappedIndexSegment(line, dataDir); ok {
+		if s, ok := mappedSegmentFile(line, dataDir); ok {
 			segs[s] = true
 		}
 	}
@@ -237,16 +237,17 @@ func mappedSegments(pid int, dataDir string) ([]string, error) {
 	return out, nil
 }
 
-// mappedIndexSegment parses a /proc/PID/maps line of an index or time
-// index file of dataDir/mem-P/ into "P/base".
-func mappedIndexSegment(line, dataDir string) (string, bool) {
+// mappedSegmentFile parses a /proc/PID/maps line of a segment file (the
+// .log, read through a mapping once looked up in, or an index) of
+// dataDir/mem-P/ into "P/base".
+func mappedSegmentFile(line, dataDir string) (string, bool) {
 	i := strings.Index(line, dataDir+"/")
 	if i < 0 {
 		return "", false
 	}
 	path := strings.TrimSuffix(line[i:], " (deleted)")
 	base, suffix, ok := layout.ParseSegmentFileName(filepath.Base(path))
-	if !ok || suffix != layout.IndexSuffix && suffix != layout.TimeIndexSuffix {
+	if !ok || suffix != layout.LogSuffix && suffix != layout.IndexSuffix && suffix != layout.TimeIndexSuffix {
 		return "", false
 	}
 	t, part, ok := layout.ParsePartitionDirName(filepath.Base(filepath.Dir(path)))

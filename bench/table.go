@@ -78,9 +78,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "\n== memory: a mount of %d segments (%d partitions, one batch of %d x %d B each; built in %.1fs) ==\n",
 			mem.Segments, mem.Partitions, memBatch, memRecordSize, mem.BuildS)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "step\tVmRSS\tVmHWM\tmaps\tindex maps\tsegments mapped\t")
+		fmt.Fprintln(tw, "step\tVmRSS\tVmHWM\tmaps\tsegment file maps\tsegments mapped\t")
 		for _, s := range mem.Steps {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t\n", s.Step, sizeCell(s.RSS), sizeCell(s.HWM), s.Maps, s.IndexMaps, s.SegsMapped)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t\n", s.Step, sizeCell(s.RSS), sizeCell(s.HWM), s.Maps, s.FileMaps, s.SegsMapped)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

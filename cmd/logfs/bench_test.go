@@ -203,7 +203,7 @@ func TestBenchMount(t *testing.T) {
 	// property of the benchmark; the counts must add up.
 	require.LessOrEqual(t, mem.MappedUnread, mem.Mapped)
 	require.Equal(t, mem.Mapped, mem.Steps[2].SegsMapped)
-	require.Zero(t, mem.Steps[0].IndexMaps, "a fresh mount of a clean directory maps no index")
+	require.Zero(t, mem.Steps[0].FileMaps, "a fresh mount of a clean directory maps no segment file")
 	require.GreaterOrEqual(t, mem.PeakRSS, mem.Steps[0].RSS)
 	require.Positive(t, mem.Verified)
 }
