@@ -109,7 +109,7 @@ func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.Sca
 	if m := s.mapping(); m != nil {
 		// No system call: walk the headers in the mapping, then read the
 		// batch alone, growing reads from there.
-		at, found, err := m.FindBatch(start, size, target)
+		at, found, err := m.FindBatch(start, size, target, span)
 		if err != nil {
 			return false, err
 		}
