@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -270,6 +271,11 @@ func (n *recordNode) OnForget() { n.ps.forget(&n.Inode) }
 type recordHandle struct {
 	n *recordNode
 	v *storage.View
+
+	mu    sync.Mutex
+	reads int        // reads so far, GUARDED_BY(mu)
+	next  int64      // where the last read ended, GUARDED_BY(mu)
+	ahead *aheadRead // the next request, read ahead, or nil; GUARDED_BY(mu)
 }
 
 var (
@@ -277,18 +283,41 @@ var (
 	_ = (gofs.FileReleaser)((*recordHandle)(nil))
 )
 
-// Read renders the bytes at off straight into the request's buffer. A
-// read that reaches a corrupt batch returns what lies before it, and EIO
-// for the next read.
+// Read renders the bytes at off straight into the request's buffer, or
+// hands over the ones read ahead for it (see aheadRead). A read that
+// reaches a corrupt batch returns what lies before it, and EIO for the
+// next read.
 func (h *recordHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sequential := h.reads > 0 && off == h.next
+	h.reads++
+	if a := h.ahead; a != nil {
+		h.ahead = nil
+		if a.take(off, len(dest)) {
+			h.next = off + int64(a.n)
+			h.ahead = readAhead(h.v, h.next, len(dest))
+			return a, 0
+		}
+	}
 	n, err := h.v.ReadAt(dest, off)
 	if err != nil && err != io.EOF && n == 0 {
 		return nil, h.n.ps.f.errno(err, "read", h.n.ps.path(h.n.name()))
+	}
+	h.next = off + int64(n)
+	if sequential && n == len(dest) {
+		h.ahead = readAhead(h.v, h.next, len(dest))
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
 func (h *recordHandle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	if a := h.ahead; a != nil {
+		h.ahead = nil
+		a.take(-1, 0) // wait for it, drop it
+	}
+	h.mu.Unlock()
 	h.v.Close()
 	return 0
 }

@@ -1,0 +1,78 @@
+package fs
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/logfs/logfs/storage"
+)
+
+// readHandle reads n bytes at off through h, as go-fuse would, and returns
+// what the reply holds.
+func readHandle(t *testing.T, h *recordHandle, off int64, n int) []byte {
+	t.Helper()
+	res, errno := h.Read(context.Background(), make([]byte, n), off)
+	require.Zero(t, errno)
+	b, st := res.Bytes(make([]byte, n))
+	require.True(t, st.Ok())
+	out := append([]byte(nil), b...)
+	res.Done()
+	return out
+}
+
+// A sequential reader gets, from its second read on, requests rendered
+// ahead; they hold the same bytes as a read from scratch, a short one at
+// the end is not kept over appends, and reads elsewhere are unaffected.
+func TestReadAhead(t *testing.T) {
+	l, err := storage.Open(t.TempDir(), storage.Options{Logger: quietLogger(), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	defer l.Close()
+	top, err := l.CreateTopic("t", 1, nil)
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	var want []byte
+	appendN := func(n int) {
+		recs := make([]storage.Record, n)
+		for i := range recs {
+			v := fmt.Sprintf("record %d of a partition read ahead", len(want))
+			recs[i] = storage.Record{Value: []byte(v)}
+			want = append(want, v...)
+			want = append(want, '\n')
+		}
+		_, err := p.Append(recs)
+		require.NoError(t, err)
+	}
+	appendN(1000)
+	v, err := p.NewView(storage.Values, 0)
+	require.NoError(t, err)
+	h := &recordHandle{v: v}
+	defer h.Release(context.Background())
+
+	const chunk = 4096
+	var got []byte
+	for off := 0; off+chunk <= len(want); off += chunk {
+		got = append(got, readHandle(t, h, int64(off), chunk)...)
+		if off > 0 {
+			require.NotNil(t, h.ahead, "a second read in a row reads ahead")
+		}
+	}
+	require.Equal(t, want[:len(got)], got)
+
+	// A read elsewhere drops what was read ahead and gets its own bytes.
+	require.Equal(t, want[100:300], readHandle(t, h, 100, 200))
+	require.Nil(t, h.ahead)
+
+	// The end: a read ahead of the last bytes comes back short, and is not
+	// used once records were appended after it.
+	last := int64(len(want)/chunk*chunk - chunk)
+	readHandle(t, h, last-chunk, chunk)
+	readHandle(t, h, last, chunk)
+	require.NotNil(t, h.ahead)
+	<-h.ahead.done
+	require.Less(t, h.ahead.n, chunk, "short: the file ends there")
+	appendN(500)
+	require.Equal(t, want[last+chunk:last+2*chunk], readHandle(t, h, last+chunk, chunk), "bytes appended since show")
+}
