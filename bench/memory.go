@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logfs/logfs/fs"
 	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/record"
 	"github.com/logfs/logfs/storage"
@@ -113,11 +114,16 @@ func (r *runner) memory(ctx context.Context) (err error) {
 	}
 
 	// Reads: head -n 1 at three segment bases and tail -n 10 in partitions
-	// 0-2; all of partition 3 with cat.
+	// 0-2; all of partition 3 with cat. A tool reads a whole request at a
+	// time, up to st_blksize (the mount's largest request) past where it
+	// starts, whatever it prints: head -n 1 reads that much after its
+	// offset, tail that much before the end at most. Those records count as
+	// read.
 	read := map[string]bool{} // "partition/base" of every segment read
 	segOf := func(part int, off int64) string {
 		return fmt.Sprintf("%d/%d", part, off/memBatch*memBatch)
 	}
+	window := int64(fs.DefaultMaxWrite / (memRecordSize + 1)) // records in one request
 	rng := rand.New(rand.NewPCG(o.Seed, 99))
 	n := int64(perPart * memBatch)
 	check := func(what string, w *expectWriter, err error) error {
@@ -142,14 +148,16 @@ func (r *runner) memory(ctx context.Context) (err error) {
 			if err := check("head", w, err); err != nil {
 				return err
 			}
-			read[segOf(part, base)] = true
+			for off := base; off < min(base+window, n); off++ {
+				read[segOf(part, off)] = true
+			}
 		}
 		w := newExpectWriter(p, n-10, n)
 		_, err := runTool(ctx, w, "tail", "-n", "10", filepath.Join(dir, "0"))
 		if err := check("tail", w, err); err != nil {
 			return err
 		}
-		for off := n - 10; off < n; off++ {
+		for off := max(n-window, 0); off < n; off++ {
 			read[segOf(part, off)] = true
 		}
 	}
