@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"runtime/debug"
 	"sync"
 
@@ -140,8 +141,5 @@ func prefetch(b []byte) {
 	for i := 0; i < len(b); i += 64 {
 		x += b[i]
 	}
-	prefetchSink = x
+	runtime.KeepAlive(x) // the loads must happen
 }
-
-// prefetchSink keeps the compiler from dropping prefetch's loads.
-var prefetchSink byte
