@@ -161,12 +161,16 @@ func (p *Partition) Append(recs []Record) (record.Offset, error) {
 		return p.EndOffset(), nil
 	}
 	cfg := p.topic.Config()
-	now := p.topic.log.now().UnixMilli()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.writableLocked(); err != nil {
 		return 0, err
 	}
+	// One reading of the clock per append, under the lock, so that
+	// timestamps given here and the partition's mtime follow offset order
+	// (reading the clock is a tenth of an unbatched append on this VM).
+	now := p.topic.log.now()
+	nowMs := now.UnixMilli()
 	b := &p.builder
 	b.Reset()
 	var rendered int64 // the batch's Values rendering: each value and '\n'
@@ -177,7 +181,7 @@ func (p *Partition) Append(recs []Record) (record.Offset, error) {
 		}
 		ts := r.Timestamp
 		if ts == 0 {
-			ts = now
+			ts = nowMs
 		}
 		b.Append(ts, r.Key, r.Value, r.Headers)
 		rendered += int64(len(r.Value)) + 1
@@ -189,13 +193,13 @@ func (p *Partition) Append(recs []Record) (record.Offset, error) {
 	if int64(len(raw)) > cfg.SegmentBytes {
 		return 0, fmt.Errorf("%w: batch of %d bytes, segment.bytes is %d", ErrRecordTooLarge, len(raw), cfg.SegmentBytes)
 	}
-	return p.appendLocked(raw, rendered, cfg)
+	return p.appendLocked(raw, rendered, cfg, now)
 }
 
 // appendLocked assigns offsets to an encoded batch and writes it, rolling
 // first if the active segment has no room for it. rendered is the size of
-// the batch's Values rendering.
-func (p *Partition) appendLocked(raw []byte, rendered int64, cfg Config) (record.Offset, error) {
+// the batch's Values rendering; now is the time of the append.
+func (p *Partition) appendLocked(raw []byte, rendered int64, cfg Config, now time.Time) (record.Offset, error) {
 	h, err := record.ParseHeader(raw, 0)
 	if err != nil {
 		return 0, err
@@ -207,7 +211,7 @@ func (p *Partition) appendLocked(raw []byte, rendered int64, cfg Config) (record
 	if err := seg.makeWritable(); err != nil {
 		return 0, err
 	}
-	roll, err := p.shouldRoll(seg, int64(len(raw)), &h, cfg)
+	roll, err := p.shouldRoll(seg, int64(len(raw)), &h, cfg, now)
 	if err != nil {
 		return 0, err
 	}
@@ -225,7 +229,7 @@ func (p *Partition) appendLocked(raw []byte, rendered int64, cfg Config) (record
 	}
 	seg.views.appended(&h, pos, rendered)
 	p.end.Store(int64(h.NextOffset()))
-	p.lastAppend.Store(p.topic.log.now().UnixNano())
+	p.lastAppend.Store(now.UnixNano())
 	p.notify()
 	// The records not yet flushed are the offsets from the recovery point
 	// to the log end, as Kafka counts them (unflushedMessages).
@@ -240,7 +244,7 @@ func (p *Partition) appendLocked(raw []byte, rendered int64, cfg Config) (record
 // shouldRoll applies Kafka's roll conditions before an append: the batch
 // would not fit in segment.bytes, the segment is older than segment.ms, an
 // index is full, or the batch's offsets would overflow a relative offset.
-func (p *Partition) shouldRoll(seg *segment, batchSize int64, h *record.BatchHeader, cfg Config) (bool, error) {
+func (p *Partition) shouldRoll(seg *segment, batchSize int64, h *record.BatchHeader, cfg Config, now time.Time) (bool, error) {
 	size := seg.size.Load()
 	if size == 0 {
 		return false, nil
@@ -251,7 +255,7 @@ func (p *Partition) shouldRoll(seg *segment, batchSize int64, h *record.BatchHea
 	if err := seg.loadRollTimestamp(); err != nil {
 		return false, err
 	}
-	waited := p.topic.log.now().Sub(seg.created).Milliseconds()
+	waited := now.Sub(seg.created).Milliseconds()
 	if seg.rollTS >= 0 {
 		waited = h.MaxTimestamp - seg.rollTS
 	}

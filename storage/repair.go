@@ -104,6 +104,7 @@ func (s *segment) recoveryConfig() recovery.IndexConfig {
 }
 
 func (s *segment) closeIndexHandlesLocked() {
+	s.roomKnown.Store(false)
 	if s.offIdx != nil {
 		s.offIdx.Close()
 		s.offIdx = nil

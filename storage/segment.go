@@ -54,7 +54,11 @@ type segment struct {
 	tsErr       error
 
 	// Appender state, GUARDED_BY(Partition.mu).
-	writable        bool  // indexes open read-write, preallocated
+	writable bool // indexes open read-write, preallocated
+	// roomKnown says the indexes had room for an entry when last asked
+	// and have gained none since: shouldRoll then skips asking them. Only
+	// an added entry or new index handles can fill them.
+	roomKnown       atomic.Bool
 	bytesSinceIndex int64 // log bytes since the last index entry
 	rollTS          int64 // max timestamp of the first batch, or NoTimestamp
 	rollTSKnown     bool
@@ -324,6 +328,7 @@ func (s *segment) appendBatch(b []byte, h *record.BatchHeader) error {
 // addIndexEntry records an index entry. Indexes are derived data: a failure
 // is logged and the lookups it would have sped up scan a little further.
 func (s *segment) addIndexEntry(last record.Offset, pos record.Position) {
+	s.roomKnown.Store(false)
 	s.idxMu.RLock()
 	defer s.idxMu.RUnlock()
 	if err := s.offIdx.Append(last, pos); err != nil {
@@ -337,9 +342,14 @@ func (s *segment) addIndexEntry(last record.Offset, pos record.Position) {
 
 // indexFull reports whether either index has no room for another entry.
 func (s *segment) indexFull() bool {
+	if s.roomKnown.Load() {
+		return false
+	}
 	s.idxMu.RLock()
 	defer s.idxMu.RUnlock()
-	return s.offIdx != nil && s.offIdx.IsFull() || s.timeIdx != nil && s.timeIdx.IsFull()
+	full := s.offIdx != nil && s.offIdx.IsFull() || s.timeIdx != nil && s.timeIdx.IsFull()
+	s.roomKnown.Store(!full) // under idxMu: handles cannot change meanwhile
+	return full
 }
 
 // loadRollTimestamp reads the first batch's max timestamp, which segment.ms
