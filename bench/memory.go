@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/logfs/logfs/fs"
 	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/record"
 	"github.com/logfs/logfs/storage"
@@ -27,6 +26,12 @@ const (
 	memRecordSize = 100
 	memBatch      = 8 // one batch a segment: segment.bytes below two batches
 )
+
+// mountRequest is the mount's largest read request and the st_blksize
+// that tools read by: fs.DefaultMaxWrite, which the mount started by the
+// benchmark uses. (Package bench does not import fs: bench/peers, a nested
+// module, imports bench and should not need go-fuse.)
+const mountRequest = 1 << 20
 
 // memory builds a data directory of Options.Segments segments, mounts it
 // and records the mount process's memory after mounting, after ls -R and
@@ -123,7 +128,7 @@ func (r *runner) memory(ctx context.Context) (err error) {
 	segOf := func(part int, off int64) string {
 		return fmt.Sprintf("%d/%d", part, off/memBatch*memBatch)
 	}
-	window := int64(fs.DefaultMaxWrite / (memRecordSize + 1)) // records in one request
+	window := int64(mountRequest / (memRecordSize + 1)) // records in one request
 	rng := rand.New(rand.NewPCG(o.Seed, 99))
 	n := int64(perPart * memBatch)
 	check := func(what string, w *expectWriter, err error) error {
