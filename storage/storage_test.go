@@ -507,19 +507,29 @@ func TestViewRandomAccess(t *testing.T) {
 
 func checkReads(t *testing.T, v *View, want []byte, rng *rand.Rand) {
 	t.Helper()
-	// Sequential, in odd chunk sizes.
-	var got []byte
-	buf := make([]byte, 777)
-	for off := int64(0); ; {
-		n, err := v.ReadAt(buf, off)
-		got = append(got, buf[:n]...)
-		off += int64(n)
-		if errors.Is(err, io.EOF) || n == 0 {
-			break
+	// Sequential, in chunk sizes that cut records and batches anywhere;
+	// the last also reads elsewhere every fifth time, which makes the next
+	// sequential read start afresh.
+	for _, c := range []struct{ size, every int }{{1, 0}, {7, 0}, {777, 0}, {64 << 10, 0}, {500, 5}} {
+		var got []byte
+		buf := make([]byte, c.size)
+		for off, reads := int64(0), 1; ; reads++ {
+			n, err := v.ReadAt(buf, off)
+			got = append(got, buf[:n]...)
+			off += int64(n)
+			if errors.Is(err, io.EOF) || n == 0 {
+				break
+			}
+			require.NoError(t, err)
+			if c.every > 0 && reads%c.every == 0 && len(want) > 0 {
+				at := rng.Int63n(int64(len(want)))
+				b := make([]byte, 100)
+				k, _ := v.ReadAt(b, at)
+				require.Equal(t, string(want[at:min(at+100, int64(len(want)))]), string(b[:k]), "read at %d", at)
+			}
 		}
-		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), "reads of %d bytes", c.size)
 	}
-	require.Equal(t, string(want), string(got))
 	for i := 0; i < 200 && len(want) > 0; i++ {
 		off := rng.Int63n(int64(len(want)))
 		b := make([]byte, 1+rng.Intn(5000))
