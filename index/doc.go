@@ -45,7 +45,10 @@
 // every lookup touches and that therefore stay in memory. Within a
 // section it halves the range from the upper middle like Kafka, but with
 // a conditional move instead of a branch and without stopping early on an
-// exact match; keys strictly increase, so the answer is the same.
+// exact match; keys strictly increase, so the answer is the same. In the
+// cold section each step also loads the two entries the next step may
+// probe, so that the cache misses of a search overlap instead of waiting
+// for one another.
 //
 // # Lifecycle
 //

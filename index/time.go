@@ -3,6 +3,7 @@ package index
 import (
 	"fmt"
 	"math"
+	"runtime"
 
 	"github.com/logfs/logfs/record"
 )
@@ -82,7 +83,7 @@ func timeSlot(data []byte, n int, t int64) int {
 	if int64(be.Uint64(data)) > t {
 		return -1
 	}
-	return timeSearch(data, 0, hot, t)
+	return timeSearchCold(data, 0, hot, t)
 }
 
 // timeSearch is offsetSearch for timestamps.
@@ -92,6 +93,20 @@ func timeSearch(data []byte, lo, hi int, t int64) int {
 		lo += half * oneIf(int64(be.Uint64(data[(lo+half)*TimeEntrySize:])) <= t)
 		n -= half
 	}
+	return lo
+}
+
+// timeSearchCold is offsetSearchCold for timestamps.
+func timeSearchCold(data []byte, lo, hi int, t int64) int {
+	var touched byte
+	for n := hi - lo + 1; n > 1; {
+		half := n >> 1
+		next := (n - half) >> 1
+		touched += data[(lo+next)*TimeEntrySize] + data[(lo+half+next)*TimeEntrySize]
+		lo += half * oneIf(int64(be.Uint64(data[(lo+half)*TimeEntrySize:])) <= t)
+		n -= half
+	}
+	runtime.KeepAlive(touched)
 	return lo
 }
 
