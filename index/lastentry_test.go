@@ -71,28 +71,27 @@ func TestLookupSpan(t *testing.T) {
 	x, err := CreateOffsetIndex(filepath.Join(t.TempDir(), "s.index"), 10, Options{MaxBytes: 4096, Writable: true})
 	require.NoError(t, err)
 	defer x.Close()
-	_, _, next, err := x.LookupSpan(50)
+	sp, err := x.LookupSpan(50)
 	require.NoError(t, err)
-	require.Equal(t, record.Position(-1), next, "empty")
+	require.Equal(t, Span{Off: 10, Pos: 0, NextPos: -1}, sp, "empty")
 	for i := 1; i <= 3; i++ {
 		require.NoError(t, x.Append(record.Offset(10+10*i), record.Position(100*i)))
 	}
 	cases := []struct {
-		target    record.Offset
-		off       record.Offset
-		pos, next record.Position
+		target record.Offset
+		want   Span
 	}{
-		{5, 10, 0, 100},
-		{15, 10, 0, 100},
-		{20, 20, 100, 200},
-		{29, 20, 100, 200},
-		{30, 30, 200, 300},
-		{40, 40, 300, -1},
-		{99, 40, 300, -1},
+		{5, Span{10, 0, 20, 100}},
+		{15, Span{10, 0, 20, 100}},
+		{20, Span{20, 100, 30, 200}},
+		{29, Span{20, 100, 30, 200}},
+		{30, Span{30, 200, 40, 300}},
+		{40, Span{40, 300, 0, -1}},
+		{99, Span{40, 300, 0, -1}},
 	}
 	for _, c := range cases {
-		off, pos, next, err := x.LookupSpan(c.target)
+		sp, err := x.LookupSpan(c.target)
 		require.NoError(t, err)
-		require.Equal(t, []int64{int64(c.off), int64(c.pos), int64(c.next)}, []int64{int64(off), int64(pos), int64(next)}, "target %d", c.target)
+		require.Equal(t, c.want, sp, "target %d", c.target)
 	}
 }

@@ -30,16 +30,13 @@ const spanSlack = 1 << 10
 // 66 KB the mapping is faster (11 against 18 us).
 const lookupMaxMapped = 256 << 10
 
-// indexLookup returns the position to scan from for target: that of the
-// largest index entry at or below it. An index that turns out to be corrupt
-// or missing on first use is rebuilt on disk (see indexBroken), or on a
-// read-only log replaced by an in-memory one built from the log; the
-// problem is logged once.
-//
-// It also returns how much of the log to read from there: up to just past
-// the next index entry, where the batch holding target starts at the
-// latest, or lookupReadAhead when there is no next entry.
-func (s *segment) indexLookup(target record.Offset) (record.Position, int, error) {
+// indexLookup returns the offset-index span around target: the largest
+// entry at or below it and the next one (see index.Span). An index that
+// turns out to be corrupt or missing on first use is rebuilt on disk (see
+// indexBroken), or on a read-only log replaced by an in-memory one built
+// from the log, which gives spans without a next entry; the problem is
+// logged once.
+func (s *segment) indexLookup(target record.Offset) (index.Span, error) {
 	s.checkIndexEnds()
 	for try := 0; ; try++ {
 		s.idxMu.RLock()
@@ -47,17 +44,13 @@ func (s *segment) indexLookup(target record.Offset) (record.Position, int, error
 			s.idxMu.RUnlock()
 			break
 		}
-		_, pos, next, err := s.offIdx.LookupSpan(target)
+		sp, err := s.offIdx.LookupSpan(target)
 		s.idxMu.RUnlock()
 		if err == nil {
-			span := lookupReadAhead
-			if next > pos {
-				span = int(min(next-pos, 2*lookupReadAhead)) + spanSlack
-			}
-			return pos, span, nil
+			return sp, nil
 		}
 		if !indexUnusable(err) {
-			return 0, 0, err
+			return index.Span{}, err
 		}
 		if try > 0 || !s.indexBroken(err) {
 			break
@@ -65,9 +58,34 @@ func (s *segment) indexLookup(target record.Offset) (record.Position, int, error
 	}
 	m, err := s.memIndex()
 	if err != nil {
-		return 0, 0, err
+		return index.Span{}, err
 	}
-	return m.lookup(target), lookupReadAhead, nil
+	return index.Span{Pos: m.lookup(target), NextPos: -1}, nil
+}
+
+// readSpan is how much of the log a pread lookup reads from sp.Pos: up to
+// just past the next index entry, where the batch holding the target
+// starts at the latest, or lookupReadAhead when there is no next entry.
+func readSpan(sp index.Span) int {
+	if sp.NextPos <= sp.Pos {
+		return lookupReadAhead
+	}
+	return int(min(sp.NextPos-sp.Pos, 2*lookupReadAhead)) + spanSlack
+}
+
+// prefetchSpan is how much of the log from sp.Pos a walk of batch headers
+// in the mapping fetches into the cache first (see index.LogMap.FindBatch):
+// up to where target's batch should start if the offsets in the span are
+// spread evenly over its bytes, plus an eighth of the span for uneven
+// ones, and never past the next entry's header. A wrong guess costs time,
+// not correctness: the walk goes on past what was fetched.
+func prefetchSpan(sp index.Span, target record.Offset) int {
+	if sp.NextPos <= sp.Pos || sp.NextOff <= sp.Off {
+		return readSpan(sp)
+	}
+	bytes := int64(sp.NextPos - sp.Pos)
+	guess := bytes*int64(min(target, sp.NextOff)-sp.Off)/int64(sp.NextOff-sp.Off) + bytes/8
+	return int(min(guess, bytes) + record.HeaderSize)
 }
 
 // timeLookup returns the offset to start a search by time from: that of the
@@ -106,10 +124,11 @@ func (s *segment) timeLookup(ts int64) (record.Offset, error) {
 // holds the batch. It reports false, with sc at the segment's end, when no
 // batch qualifies.
 func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.ScanOptions) (bool, error) {
-	start, span, err := s.indexLookup(target)
+	sp, err := s.indexLookup(target)
 	if err != nil {
 		return false, err
 	}
+	start := sp.Pos
 	size := record.Position(s.size.Load())
 	if start > size {
 		start = 0
@@ -118,7 +137,7 @@ func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.Sca
 	if m := s.mapping(); m != nil {
 		// No system call: walk the headers in the mapping, then read the
 		// batch alone, growing reads from there.
-		at, batch, found, err := m.FindBatch(start, size, target, span)
+		at, batch, found, err := m.FindBatch(start, size, target, prefetchSpan(sp, target))
 		if err != nil {
 			return false, err
 		}
@@ -133,7 +152,7 @@ func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.Sca
 		}
 		r, start = m, at // the scanner goes on, and says why the walk stopped
 	}
-	sc.Reset(r, start, size, record.ScanOptions{HeadersOnly: true, ReadAhead: span, MaxReadAhead: lookupReadAhead})
+	sc.Reset(r, start, size, record.ScanOptions{HeadersOnly: true, ReadAhead: readSpan(sp), MaxReadAhead: lookupReadAhead})
 	for sc.Next() {
 		if b := sc.Batch(); b.LastOffset() >= target {
 			sc.Seek(b.Pos, opts)

@@ -115,3 +115,18 @@ func TestNoMappingWithoutFd(t *testing.T) {
 	require.True(t, s.noMap.Load())
 	require.Equal(t, io.ReaderAt(s.log), s.reader())
 }
+
+// How far a lookup prefetches: to the interpolated start of the target's
+// batch and an eighth of the span more, never past the next entry's
+// header; the whole read span without a next entry.
+func TestPrefetchSpan(t *testing.T) {
+	sp := index.Span{Off: 100, Pos: 8000, NextOff: 200, NextPos: 16000}
+	require.Equal(t, 0+1000+record.HeaderSize, prefetchSpan(sp, 100))
+	require.Equal(t, 4000+1000+record.HeaderSize, prefetchSpan(sp, 150))
+	require.Equal(t, 8000+record.HeaderSize, prefetchSpan(sp, 199), "capped at the next entry")
+	require.Equal(t, 8000+record.HeaderSize, prefetchSpan(sp, 1<<40), "a target past the span")
+	last := index.Span{Off: 100, Pos: 8000, NextPos: -1}
+	require.Equal(t, readSpan(last), prefetchSpan(last, 150))
+	require.Equal(t, lookupReadAhead, readSpan(last))
+	require.Equal(t, 8000+spanSlack, readSpan(sp))
+}
