@@ -216,10 +216,15 @@ func (v *View) renderAt(i int, local int64, want int) ([]byte, error) {
 		v.scSeg, v.scEnd, v.scOK = i, size, true
 	}
 	// Render ahead only for a reader that reads on: a random read renders
-	// what it asked for.
+	// what it asked for, and a Values one only up to the batch that holds
+	// its first byte, as ReadAt renders the rest straight into its buffer
+	// (renderInto) instead of through the chunk.
 	limit := want
-	if sequential {
+	switch {
+	case sequential:
 		limit = max(want, viewChunk)
+	case v.format == Values:
+		limit = 1
 	}
 	for {
 		if !v.sc.Next() {
