@@ -241,7 +241,14 @@ func (v *View) renderAt(i int, local int64, want int) ([]byte, error) {
 				return nil, record.WithFile(err, s.logPath())
 			}
 			for it.Next() {
-				v.chunk = v.format.Append(v.chunk, it.Record())
+				r := it.Record()
+				if len(v.chunk) == 0 && v.format == Values && at+int64(len(r.Value))+1 <= local {
+					// Wholly before the wanted byte, and its size is
+					// known without rendering it: skip it.
+					at += int64(len(r.Value)) + 1
+					continue
+				}
+				v.chunk = v.format.Append(v.chunk, r)
 			}
 			if err := it.Err(); err != nil {
 				return nil, record.WithFile(err, s.logPath())
