@@ -64,18 +64,20 @@
 // the old end.
 //
 // A handle that reads on from where its last read stopped, twice in a
-// row, has its next request rendered in the background while the reply
-// to this one is written (see aheadRead in readahead.go): rendering and the
-// kernel's copy to the reader then run on two CPUs instead of one after
-// the other.
+// row, has its next two requests rendered in the background, each on a
+// view of its own, while the reply to this one is written (see
+// readahead.go): rendering and the kernel's copy to the reader then keep
+// both CPUs busy instead of taking turns on one.
 //
 // Measured with `go test -run XXX -bench . -benchtime 3x ./integration` on
 // the 2-core development machine, quiet (ratios are to plain files in the
 // same run): a 1 GiB partition of 1 KiB records, `cat offset/0 >
-// /dev/null`, the .log files in the page cache. Direct I/O: 2.3 GB/s,
-// 0.33-0.35x cat of the raw .log files (1.6 GB/s before the log was read
+// /dev/null`, the .log files in the page cache. Direct I/O: 2.7-3.0 GB/s,
+// 0.38-0.40x cat of the raw .log files (1.6 GB/s before the log was read
 // through a mapping and requests were rendered ahead), the same for a
-// first and a later read. Page cache: later reads 6.4 GB/s (0.90x).
+// first and a later read. Records appended by `cat >> append` come in
+// batches of a whole write (1 MiB): those render slower, 2.2-2.4 GB/s,
+// as a batch no longer fits the CPU cache beside the request. Page cache: later reads 6.4 GB/s (0.90x).
 // The server's time goes to copying: the log's bytes out of the mapping,
 // the rendering, and the reply (writev), against one copy for cat of a
 // plain file. Direct I/O is the default because most reads of a log are a

@@ -4,29 +4,110 @@ import (
 	"sync"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/logfs/logfs/storage"
 )
 
 // A sequential reader of a record file (cat, grep, tail -f catching up)
 // waits, for each request, for the server to render it and then for the
-// reply to be written, in which the kernel copies it to the reader. The two
-// are serial for one request but need not be across requests: while the
-// reply of one is written, the next can be rendered on the other CPU.
-// aheadRead is that next request, rendered in the background once a handle
-// has read twice in a row from where it left off, into a buffer that the
-// reply then uses as it is (no copy), and that comes back to the pool when
-// go-fuse has written it (ReadResult.Done).
+// reply to be written, in which the kernel copies it to the reader. The
+// server's two CPUs need not take turns: once a handle has read twice in a
+// row from where it left off, the next aheadDepth requests are rendered in
+// the background, each on a view of its own, while the reply to this one is
+// written. Each is rendered into a buffer that its reply then uses as it
+// is (no copy), and that comes back to the pool when go-fuse has written it
+// (ReadResult.Done).
 //
-// Only a full chunk is ever used: a record file's bytes never change once
-// there, so a full chunk is still right when the request comes, whereas a
-// short one stopped at an end that appends may have moved since. Anything
-// else (a short chunk, an error, a read somewhere else) drops it, and the
-// request is rendered in the foreground as if nothing had been read ahead.
+// Only a full request is ever used: a record file's bytes never change
+// once there, so a full one is still right when the request comes, whereas
+// a short one stopped at an end that appends may have moved since.
+// Anything else (a short one, an error, a read somewhere else) drops the
+// queue, and the request is rendered in the foreground as if nothing had
+// been read ahead.
+const aheadDepth = 2
+
+// readAheads is a handle's queue of requests rendered ahead. It is used
+// under the handle's lock.
+type readAheads struct {
+	open  func() (*storage.View, error) // another view of the handle's file
+	idle  []*storage.View               // views not rendering anything
+	queue []*aheadRead                  // in file order
+}
+
+// aheadRead is one request rendered ahead: n bytes at off, into buf, on v.
 type aheadRead struct {
+	v    *storage.View
 	off  int64
 	buf  []byte
 	n    int
 	err  error
 	done chan struct{}
+}
+
+// take returns the request read ahead for the size bytes at off, if the
+// queue starts with it, rendered in full. Otherwise it drops the queue and
+// returns nil.
+func (q *readAheads) take(off int64, size int) *aheadRead {
+	if len(q.queue) == 0 {
+		return nil
+	}
+	a := q.queue[0]
+	<-a.done
+	q.idle = append(q.idle, a.v)
+	if a.off == off && a.n == size && a.err == nil {
+		q.queue = q.queue[1:]
+		return a
+	}
+	putAheadBuf(a.buf)
+	q.queue = q.queue[1:]
+	q.drop()
+	return nil
+}
+
+// fill starts rendering requests of size bytes from off on, or from the end
+// of the last one queued, until aheadDepth are queued. It stops early,
+// quietly, if another view cannot be opened (say, retention deleted the
+// start): the reader is then served in the foreground.
+func (q *readAheads) fill(off int64, size int) {
+	for len(q.queue) < aheadDepth {
+		if n := len(q.queue); n > 0 {
+			off = q.queue[n-1].off + int64(size)
+		}
+		if len(q.idle) == 0 {
+			v, err := q.open()
+			if err != nil {
+				return
+			}
+			q.idle = append(q.idle, v)
+		}
+		v := q.idle[len(q.idle)-1]
+		q.idle = q.idle[:len(q.idle)-1]
+		a := &aheadRead{v: v, off: off, buf: getAheadBuf(size), done: make(chan struct{})}
+		go func() {
+			defer close(a.done)
+			a.n, a.err = v.ReadAt(a.buf, a.off)
+		}()
+		q.queue = append(q.queue, a)
+	}
+}
+
+// drop waits for every queued request and discards it.
+func (q *readAheads) drop() {
+	for _, a := range q.queue {
+		<-a.done
+		putAheadBuf(a.buf)
+		q.idle = append(q.idle, a.v)
+	}
+	q.queue = q.queue[:0]
+}
+
+// close drops the queue and closes the views.
+func (q *readAheads) close() {
+	q.drop()
+	for _, v := range q.idle {
+		v.Close()
+	}
+	q.idle = nil
 }
 
 // aheadBufs recycles read-ahead buffers, which are a request's size (1 MiB
@@ -41,29 +122,6 @@ func getAheadBuf(n int) []byte {
 }
 
 func putAheadBuf(b []byte) { aheadBufs.Put(&b) }
-
-// readAhead starts rendering n bytes at off in the background.
-func readAhead(v interface {
-	ReadAt([]byte, int64) (int, error)
-}, off int64, n int) *aheadRead {
-	a := &aheadRead{off: off, buf: getAheadBuf(n), done: make(chan struct{})}
-	go func() {
-		defer close(a.done)
-		a.n, a.err = v.ReadAt(a.buf, off)
-	}()
-	return a
-}
-
-// take waits for a and reports whether it holds the full n bytes at off.
-// If not, its buffer goes back to the pool.
-func (a *aheadRead) take(off int64, n int) bool {
-	<-a.done
-	if a.off == off && a.n == n && a.err == nil {
-		return true
-	}
-	putAheadBuf(a.buf)
-	return false
-}
 
 // Read results that hand an aheadRead's buffer to go-fuse.
 func (a *aheadRead) Bytes([]byte) ([]byte, fuse.Status) { return a.buf[:a.n], fuse.OK }

@@ -49,6 +49,8 @@ func TestReadAhead(t *testing.T) {
 	v, err := p.NewView(storage.Values, 0)
 	require.NoError(t, err)
 	h := &recordHandle{v: v}
+	views := 0
+	h.ahead.open = func() (*storage.View, error) { views++; return p.NewView(storage.Values, 0) }
 	defer h.Release(context.Background())
 
 	const chunk = 4096
@@ -56,23 +58,24 @@ func TestReadAhead(t *testing.T) {
 	for off := 0; off+chunk <= len(want); off += chunk {
 		got = append(got, readHandle(t, h, int64(off), chunk)...)
 		if off > 0 {
-			require.NotNil(t, h.ahead, "a second read in a row reads ahead")
+			require.Len(t, h.ahead.queue, aheadDepth, "a second read in a row reads ahead")
 		}
 	}
 	require.Equal(t, want[:len(got)], got)
+	require.Equal(t, aheadDepth, views, "each request read ahead has a view of its own, used again")
 
 	// A read elsewhere drops what was read ahead and gets its own bytes.
 	require.Equal(t, want[100:300], readHandle(t, h, 100, 200))
-	require.Nil(t, h.ahead)
+	require.Empty(t, h.ahead.queue)
 
 	// The end: a read ahead of the last bytes comes back short, and is not
 	// used once records were appended after it.
 	last := int64(len(want)/chunk*chunk - chunk)
 	readHandle(t, h, last-chunk, chunk)
 	readHandle(t, h, last, chunk)
-	require.NotNil(t, h.ahead)
-	<-h.ahead.done
-	require.Less(t, h.ahead.n, chunk, "short: the file ends there")
+	require.Len(t, h.ahead.queue, aheadDepth)
+	<-h.ahead.queue[0].done
+	require.Less(t, h.ahead.queue[0].n, chunk, "short: the file ends there")
 	appendN(500)
 	require.Equal(t, want[last+chunk:last+2*chunk], readHandle(t, h, last+chunk, chunk), "bytes appended since show")
 }

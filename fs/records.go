@@ -262,7 +262,9 @@ func (n *recordNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 	if n.ps.f.opts.PageCache {
 		mode = fuse.FOPEN_KEEP_CACHE
 	}
-	return &recordHandle{n: n, v: v}, mode, 0
+	h := &recordHandle{n: n, v: v}
+	h.ahead.open = func() (*storage.View, error) { return n.ps.p.NewView(n.format, n.start) }
+	return h, mode, 0
 }
 
 func (n *recordNode) OnForget() { n.ps.forget(&n.Inode) }
@@ -275,7 +277,7 @@ type recordHandle struct {
 	mu    sync.Mutex
 	reads int        // reads so far, GUARDED_BY(mu)
 	next  int64      // where the last read ended, GUARDED_BY(mu)
-	ahead *aheadRead // the next request, read ahead, or nil; GUARDED_BY(mu)
+	ahead readAheads // GUARDED_BY(mu)
 }
 
 var (
@@ -284,7 +286,7 @@ var (
 )
 
 // Read renders the bytes at off straight into the request's buffer, or
-// hands over the ones read ahead for it (see aheadRead). A read that
+// hands over the ones read ahead for it (see readAheads). A read that
 // reaches a corrupt batch returns what lies before it, and EIO for the
 // next read.
 func (h *recordHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -292,13 +294,10 @@ func (h *recordHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.R
 	defer h.mu.Unlock()
 	sequential := h.reads > 0 && off == h.next
 	h.reads++
-	if a := h.ahead; a != nil {
-		h.ahead = nil
-		if a.take(off, len(dest)) {
-			h.next = off + int64(a.n)
-			h.ahead = readAhead(h.v, h.next, len(dest))
-			return a, 0
-		}
+	if a := h.ahead.take(off, len(dest)); a != nil {
+		h.next = off + int64(a.n)
+		h.ahead.fill(h.next, len(dest))
+		return a, 0
 	}
 	n, err := h.v.ReadAt(dest, off)
 	if err != nil && err != io.EOF && n == 0 {
@@ -306,17 +305,14 @@ func (h *recordHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.R
 	}
 	h.next = off + int64(n)
 	if sequential && n == len(dest) {
-		h.ahead = readAhead(h.v, h.next, len(dest))
+		h.ahead.fill(h.next, len(dest))
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
 func (h *recordHandle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
-	if a := h.ahead; a != nil {
-		h.ahead = nil
-		a.take(-1, 0) // wait for it, drop it
-	}
+	h.ahead.close()
 	h.mu.Unlock()
 	h.v.Close()
 	return 0
