@@ -90,7 +90,7 @@ func (m *LogMap) Close() error {
 
 // FindBatch walks the batch headers of the mapped log from pos, a batch
 // start, towards end, and returns the position of the first batch whose
-// last offset is at or above target, and its size, with found. Each header is copied out
+// last offset is at or above target, with found. Each header is copied out
 // and parsed by record.ParseHeader, under one lock for the whole walk. At a
 // header that does not parse, a batch that runs past end, or end itself,
 // it stops and returns that position with found false: the caller's
@@ -99,17 +99,17 @@ func (m *LogMap) Close() error {
 // ahead is how far from pos the batch is expected to start at the latest
 // (the next index entry): those bytes are fetched into the CPU's cache
 // before the walk, all at once (see prefetch).
-func (m *LogMap) FindBatch(pos, end record.Position, target record.Offset, ahead int) (at record.Position, size int64, found bool, err error) {
+func (m *LogMap) FindBatch(pos, end record.Position, target record.Offset, ahead int) (at record.Position, found bool, err error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.data == nil {
-		return pos, 0, false, ErrClosed
+		return pos, false, ErrClosed
 	}
 	end = min(end, record.Position(len(m.data)))
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			at, size, found, err = pos, 0, false, fmt.Errorf("read %s at %d: %w (%v)", m.path, pos, ErrFault, r)
+			at, found, err = pos, false, fmt.Errorf("read %s at %d: %w (%v)", m.path, pos, ErrFault, r)
 		}
 	}()
 	if pos >= 0 && pos < end {
@@ -123,11 +123,11 @@ func (m *LogMap) FindBatch(pos, end record.Position, target record.Offset, ahead
 			break
 		}
 		if h.LastOffset() >= target {
-			return pos, h.Size(), true, nil
+			return pos, true, nil
 		}
 		pos += record.Position(h.Size())
 	}
-	return pos, 0, false, nil
+	return pos, false, nil
 }
 
 // prefetch loads one byte of every cache line of b. The loads do not

@@ -21,14 +21,14 @@ const lookupReadAhead = 8 << 10
 // holding the target may be that one.
 const spanSlack = 1 << 10
 
-// lookupMaxMapped is the largest batch a lookup copies out of the mapping;
-// a larger one is read with pread. Copying a batch touches every page of
-// it, and in a virtual machine each page the CPU has not mapped recently
-// costs a nested page walk, where the kernel's copy goes through its
-// direct map of huge pages: at 1 MiB (16 KiB records in batches of 64) a
-// lookup took 333 us through the mapping against 164 with pread, while at
-// 66 KB the mapping is faster (11 against 18 us).
-const lookupMaxMapped = 256 << 10
+// mappedReadMax is the largest read copied out of the mapping; a larger
+// one (a batch bigger than a reader's read-ahead) is read with pread.
+// Copying touches every page, and in a virtual machine each page the TLB
+// does not hold costs a nested page walk, where the kernel's copy goes
+// through its direct map of huge pages: a lookup into 1 MiB batches (16 KiB
+// records in batches of 64) took 333 us through the mapping against 164
+// with pread, while at 66 KB the mapping is faster (11 against 18 us).
+const mappedReadMax = 256 << 10
 
 // indexLookup returns the offset-index span around target: the largest
 // entry at or below it and the next one (see index.Span). An index that
@@ -137,17 +137,13 @@ func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.Sca
 	if m := s.mapping(); m != nil {
 		// No system call: walk the headers in the mapping, then read the
 		// batch alone, growing reads from there.
-		at, batch, found, err := m.FindBatch(start, size, target, prefetchSpan(sp, target))
+		at, found, err := m.FindBatch(start, size, target, prefetchSpan(sp, target))
 		if err != nil {
 			return false, err
 		}
 		if found {
-			var r io.ReaderAt = m
-			if batch > lookupMaxMapped {
-				r = s.log
-			}
 			opts.ReadAhead = 1
-			sc.Reset(r, at, size, opts)
+			sc.Reset(m, at, size, opts)
 			return true, nil
 		}
 		r, start = m, at // the scanner goes on, and says why the walk stopped
@@ -311,7 +307,7 @@ type mappedLog struct {
 }
 
 func (r *mappedLog) ReadAt(p []byte, off int64) (int, error) {
-	if off+int64(len(p)) <= int64(r.Len()) {
+	if len(p) <= mappedReadMax && off+int64(len(p)) <= int64(r.Len()) {
 		return r.LogMap.ReadAt(p, off)
 	}
 	return r.f.ReadAt(p, off)

@@ -130,3 +130,28 @@ func TestPrefetchSpan(t *testing.T) {
 	require.Equal(t, lookupReadAhead, readSpan(last))
 	require.Equal(t, 8000+spanSlack, readSpan(sp))
 }
+
+// A read larger than mappedReadMax goes to the file: the bytes are the
+// same either way.
+func TestMappedLogBigReads(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "00000000000000000000.log")
+	data := make([]byte, 2*mappedReadMax+100)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	require.NoError(t, os.WriteFile(name, data, 0o644))
+	f, err := vfs.Default.OpenFile(name, os.O_RDONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	lm, err := index.MapLog(f.(interface{ Fd() uintptr }).Fd(), name, int64(len(data)))
+	require.NoError(t, err)
+	defer lm.Close()
+	m := &mappedLog{LogMap: lm, f: f}
+	for _, n := range []int{mappedReadMax, mappedReadMax + 1, 2 * mappedReadMax} {
+		got := make([]byte, n)
+		k, err := m.ReadAt(got, 50)
+		require.NoError(t, err)
+		require.Equal(t, n, k)
+		require.Equal(t, data[50:50+n], got)
+	}
+}
