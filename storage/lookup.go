@@ -137,12 +137,12 @@ func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.Sca
 	if m := s.mapping(); m != nil {
 		// No system call: walk the headers in the mapping, then read the
 		// batch alone, growing reads from there.
-		at, found, err := m.FindBatch(start, size, target, prefetchSpan(sp, target))
+		at, batch, found, err := m.FindBatch(start, size, target, prefetchSpan(sp, target))
 		if err != nil {
 			return false, err
 		}
 		if found {
-			opts.ReadAhead = 1
+			opts.ReadAhead = batch // the batch alone, in one copy
 			sc.Reset(m, at, size, opts)
 			return true, nil
 		}
