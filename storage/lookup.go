@@ -142,7 +142,12 @@ func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.Sca
 			return false, err
 		}
 		if found {
-			opts.ReadAhead = batch // the batch alone, in one copy
+			// The batch alone, in one copy; its header alone for a walk
+			// that goes on on headers (findTime).
+			opts.ReadAhead = batch
+			if opts.HeadersOnly {
+				opts.ReadAhead = record.HeaderSize
+			}
 			sc.Reset(m, at, size, opts)
 			return true, nil
 		}
