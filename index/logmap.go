@@ -91,7 +91,7 @@ func (m *LogMap) Close() error {
 
 // FindBatch walks the batch headers of the mapped log from pos, a batch
 // start, towards end, and returns the position of the first batch whose
-// last offset is at or above target, and its size, with found. It runs
+// last offset is at or above target, with found. It runs
 // under one lock and decodes only what the walk needs of each header (base
 // offset, length, magic, last offset delta): copying each header out and
 // parsing it in full took a lookup over 100-byte records from 860 to 485
@@ -104,17 +104,17 @@ func (m *LogMap) Close() error {
 // ahead is how far from pos the batch is expected to start at the latest:
 // those bytes are fetched into the CPU's cache before the walk, all at
 // once (see prefetch).
-func (m *LogMap) FindBatch(pos, end record.Position, target record.Offset, ahead int) (at record.Position, size int, found bool, err error) {
+func (m *LogMap) FindBatch(pos, end record.Position, target record.Offset, ahead int) (at record.Position, found bool, err error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.data == nil {
-		return pos, 0, false, ErrClosed
+		return pos, false, ErrClosed
 	}
 	end = min(end, record.Position(len(m.data)))
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			at, size, found, err = pos, 0, false, fmt.Errorf("read %s at %d: %w (%v)", m.path, pos, ErrFault, r)
+			at, found, err = pos, false, fmt.Errorf("read %s at %d: %w (%v)", m.path, pos, ErrFault, r)
 		}
 	}()
 	if pos >= 0 && pos < end {
@@ -129,11 +129,11 @@ func (m *LogMap) FindBatch(pos, end record.Position, target record.Offset, ahead
 			break
 		}
 		if record.Offset(base+int64(lastDelta)) >= target {
-			return pos, int(n), true, nil
+			return pos, true, nil
 		}
 		pos += record.Position(n)
 	}
-	return pos, 0, false, nil
+	return pos, false, nil
 }
 
 // prefetch loads one byte of every cache line of b. The loads do not

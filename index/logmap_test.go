@@ -70,7 +70,7 @@ func TestLogMapReadAt(t *testing.T) {
 	require.NoError(t, m.Close(), "Close is idempotent")
 	_, err = m.ReadAt(got[:1], 0)
 	require.ErrorIs(t, err, ErrClosed)
-	_, _, _, err = m.FindBatch(0, record.Position(len(want)), 0, 4096)
+	_, _, err = m.FindBatch(0, record.Position(len(want)), 0, 4096)
 	require.ErrorIs(t, err, ErrClosed)
 }
 
@@ -105,7 +105,7 @@ func TestLogMapTruncatedUnderneath(t *testing.T) {
 
 	_, err = m.ReadAt(make([]byte, 16), 0)
 	require.ErrorIs(t, err, ErrFault)
-	_, _, _, err = m.FindBatch(0, record.Position(st.Size()), 3, 4096)
+	_, _, err = m.FindBatch(0, record.Position(st.Size()), 3, 4096)
 	require.ErrorIs(t, err, ErrFault)
 }
 
@@ -122,20 +122,19 @@ func TestLogMapFindBatch(t *testing.T) {
 	batchOf := []int{0, 1, 1, 1, 2, 3, 3, 3, 3, 3}
 	for off, i := range batchOf {
 		for from := 0; from <= i; from++ {
-			at, size, found, err := m.FindBatch(pos[from], end, record.Offset(off), 4096)
+			at, found, err := m.FindBatch(pos[from], end, record.Offset(off), 4096)
 			require.NoError(t, err)
 			require.True(t, found, "offset %d from batch %d", off, from)
 			require.Equal(t, pos[i], at, "offset %d from batch %d", off, from)
-			require.Equal(t, int(batchEnd(pos, end, i)-pos[i]), size)
 		}
 	}
-	at, _, found, err := m.FindBatch(pos[0], end, 10, 4096)
+	at, found, err := m.FindBatch(pos[0], end, 10, 4096)
 	require.NoError(t, err)
 	require.False(t, found, "past the last batch")
 	require.Equal(t, end, at)
 
 	// A range that ends inside the last batch stops at its start.
-	at, _, found, err = m.FindBatch(pos[0], end-1, 9, 4096)
+	at, found, err = m.FindBatch(pos[0], end-1, 9, 4096)
 	require.NoError(t, err)
 	require.False(t, found)
 	require.Equal(t, pos[3], at)
@@ -143,11 +142,11 @@ func TestLogMapFindBatch(t *testing.T) {
 	// A bad header stops the walk where it is, for the caller to report.
 	_, err = f.WriteAt([]byte{99}, int64(pos[2])+16) // magic
 	require.NoError(t, err)
-	at, _, found, err = m.FindBatch(pos[0], end, 7, 4096)
+	at, found, err = m.FindBatch(pos[0], end, 7, 4096)
 	require.NoError(t, err)
 	require.False(t, found)
 	require.Equal(t, pos[2], at)
-	at, _, found, err = m.FindBatch(pos[0], end, 2, 4096)
+	at, found, err = m.FindBatch(pos[0], end, 2, 4096)
 	require.NoError(t, err)
 	require.True(t, found, "batches before the bad one are still found")
 	require.Equal(t, pos[1], at)
@@ -162,12 +161,4 @@ func TestMapLogRejectsBadSizes(t *testing.T) {
 	var pe *os.PathError
 	_, err := MapLog(^uintptr(0), "bad-fd", 4096)
 	require.True(t, errors.As(err, &pe), "a failed mmap names the file: %v", err)
-}
-
-// batchEnd returns where batch i of a log whose batches start at pos ends.
-func batchEnd(pos []record.Position, end record.Position, i int) record.Position {
-	if i+1 < len(pos) {
-		return pos[i+1]
-	}
-	return end
 }

