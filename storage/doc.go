@@ -37,13 +37,15 @@
 // its time index, its offset index, and a scan, as Kafka's offsetsForTimes.
 // Control batches are skipped by record readers and views.
 //
-// Readers, views and lookups read a segment's .log through a read-only
-// mapping (index.LogMap), made when the segment is first read and dropped
-// with its last reference: a read is a copy with no system call, which
-// halves a random lookup, and a lookup walks the headers in the mapping
-// and copies out only the batch it returns. The active segment is mapped
-// out to segment.bytes so appends need no remap; a file that cannot be
-// mapped is read with pread.
+// Lookups read a segment's .log through a read-only mapping
+// (index.LogMap), made when the segment is first looked up in and dropped
+// with its last reference: a lookup walks the batch headers in the mapping
+// and copies out only the batch it returns, with no system call, which
+// takes a random lookup from about 3 us to 1. Streaming reads (a Reader
+// going on, a View) use pread once their reads grow past 16 KiB, so that
+// they keep the kernel's read-ahead and leave no pages mapped (see
+// mappedReadMax). The active segment is mapped out to segment.bytes so
+// appends need no remap; a file that cannot be mapped is read with pread.
 //
 // A View renders records (Values: value and '\n'; JSONL: one object per
 // line) from an offset on, with an exact size and reads at any position.

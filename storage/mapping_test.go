@@ -1,10 +1,13 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -154,4 +157,70 @@ func TestMappedLogBigReads(t *testing.T) {
 		require.Equal(t, n, k)
 		require.Equal(t, data[50:50+n], got)
 	}
+}
+
+// mappedRSS returns how much of the mappings of path the process has in
+// its page tables (Rss in /proc/self/smaps), in bytes.
+func mappedRSS(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/smaps")
+	require.NoError(t, err)
+	var rss int64
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 6 && strings.Contains(f[0], "-") {
+			in = f[len(f)-1] == path
+			continue
+		}
+		if in && len(f) == 3 && f[0] == "Rss:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			require.NoError(t, err)
+			rss += kb << 10
+		}
+	}
+	return rss
+}
+
+// A sequential reader and a view read with pread once their reads grow:
+// reading a whole segment leaves next to none of it mapped, where reading
+// it through the mapping left all of it in the process's RSS.
+func TestStreamingLeavesNothingMapped(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, nil)
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	v := bytes.Repeat([]byte("x"), 1000)
+	for i := 0; i < 8<<10; i++ {
+		_, err := p.Append([]Record{{Value: v}})
+		require.NoError(t, err)
+	}
+	seg := p.segments()[0]
+	r, err := p.NewReader(4000) // a lookup: maps the segment
+	require.NoError(t, err)
+	defer r.Close()
+	require.NotNil(t, seg.mapped.Load())
+	for {
+		_, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+	}
+	view, err := p.NewView(Values, 0)
+	require.NoError(t, err)
+	defer view.Close()
+	buf := make([]byte, 1<<20)
+	for off := int64(0); ; {
+		n, err := view.ReadAt(buf, off)
+		off += int64(n)
+		if errors.Is(err, io.EOF) || n == 0 {
+			break
+		}
+		require.NoError(t, err)
+	}
+	size := seg.size.Load()
+	require.Greater(t, size, int64(8<<20))
+	rss := mappedRSS(t, seg.logPath())
+	require.Less(t, rss, int64(1<<20), "%d of the segment's %d bytes left mapped", rss, size)
 }

@@ -212,7 +212,7 @@ func (v *View) renderAt(i int, local int64, want int) ([]byte, error) {
 	if v.scSeg != i || !v.scOK || v.sc.Pos() != from || v.scEnd != size {
 		// Small first reads, growing as the scan goes on: a read in the
 		// middle of a segment (head, tail, a pread) touches little.
-		v.sc.Reset(s.reader(), from, size, readerScan)
+		v.sc.Reset(s.log, from, size, readerScan) // pread: see mappedReadMax
 		v.scSeg, v.scEnd, v.scOK = i, size, true
 	}
 	// Render ahead only for a reader that reads on: a random read renders
@@ -280,7 +280,7 @@ func (v *View) renderInto(i int, local int64, dst []byte) (int, error) {
 	s := v.segs[i]
 	size := record.Position(s.size.Load())
 	if v.scSeg != i || !v.scOK || v.sc.Pos() != v.chunkEnd {
-		v.sc.Reset(s.reader(), v.chunkEnd, size, readerScan)
+		v.sc.Reset(s.log, v.chunkEnd, size, readerScan)
 		v.scSeg, v.scOK = i, true
 	}
 	v.sc.Extend(size)
