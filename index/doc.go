@@ -147,19 +147,19 @@
 //
 // # Mapped logs
 //
-// LogMap maps a segment's .log read-only for storage, which reads the
-// log through it instead of with pread: a lookup walks batch headers in
-// the mapping (FindBatch) and copies out the one batch it wants, with no
-// system call, and a sequential reader copies out its chunks. Storage maps
-// a sealed segment as the file is, and the active one out to
+// LogMap maps a segment's .log read-only for storage's lookups: a lookup
+// walks batch headers in the mapping (FindBatch) and copies out the one
+// batch it wants, with no system call. Streaming reads stay with pread,
+// which leaves no page mapped and keeps the kernel's read-ahead. Storage
+// maps a sealed segment as the file is, and the active one out to
 // segment.bytes, past the end of the file, so that appends show through
-// without a remap; it never reads past the published size, and unmaps when
-// the last reader of the segment lets go. A mapped file that another
-// process shortens would kill the process with SIGBUS: reads run with
-// debug.SetPanicOnFault and return ErrFault instead.
+// without a remap; it never reads past the published size, and unmaps once
+// the segment is deleted or closed and its last reader has let go. A
+// mapped file that another process shortens would kill the process with
+// SIGBUS: reads run with debug.SetPanicOnFault and return ErrFault instead.
 //
 // Mapped bytes never leave the package: entries are decoded with
-// encoding/binary and returned as values, log bytes are copied out. While an index is open its file
-// belongs to it: another process truncating a mapped file makes a reader
-// fault (SIGBUS).
+// encoding/binary and returned as values, log bytes are copied out. While
+// an index is open its file belongs to it: another process truncating a
+// mapped file makes a reader fault (SIGBUS).
 package index
