@@ -41,9 +41,9 @@
 // (index.LogMap), made when the segment is first looked up in and dropped
 // with its last reference: a lookup walks the batch headers in the mapping
 // and copies out only the batch it returns, with no system call, which
-// takes a random lookup from about 3 us to 1. Streaming reads (a Reader
-// going on, a View) use pread once their reads grow past 16 KiB, so that
-// they keep the kernel's read-ahead and leave no pages mapped (see
+// takes a random lookup from about 3 us to 1. Streaming reads use pread (a
+// Reader once its reads grow past 128 KiB, a View always), so that they
+// keep the kernel's read-ahead and leave no pages mapped (see
 // mappedReadMax). The active segment is mapped out to segment.bytes so
 // appends need no remap; a file that cannot be mapped is read with pread.
 //
