@@ -102,7 +102,8 @@ func prefetchSpan(sp index.Span, target record.Offset) int {
 		return readSpan(sp)
 	}
 	bytes := int64(sp.NextPos - sp.Pos)
-	guess := bytes*int64(min(target, sp.NextOff)-sp.Off)/int64(sp.NextOff-sp.Off) + bytes/8
+	spread := min(max(target, sp.Off), sp.NextOff) - sp.Off // a target below the span guesses its start
+	guess := bytes*int64(spread)/int64(sp.NextOff-sp.Off) + bytes/8
 	return int(min(guess, bytes) + record.HeaderSize)
 }
 
@@ -362,9 +363,10 @@ func (s *segment) mapping() *mappedLog {
 		return m
 	}
 	f, ok := s.log.(interface{ Fd() uintptr })
+	frozen := s.frozen.Load() // before the size, so that a frozen size is final
 	size := s.size.Load()
 	length := size
-	if !s.frozen.Load() {
+	if !frozen {
 		length = max(size, s.cfg.segmentBytes)
 	}
 	if !ok || length == 0 {

@@ -224,3 +224,30 @@ func TestStreamingLeavesNothingMapped(t *testing.T) {
 	rss := mappedRSS(t, seg.logPath())
 	require.Less(t, rss, int64(1<<20), "%d of the segment's %d bytes left mapped", rss, size)
 }
+
+// A seek below a segment's base (a reader racing retention can land in
+// the next segment) finds its first batch, instead of a prefetch of a
+// negative length passing for a fault of the mapping.
+func TestSeekBelowSegmentBase(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, small("segment.bytes=2000", "index.interval.bytes=100"))
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	for i := 0; i < 100; i++ {
+		_, err := p.Append(values(1+i%3, "v"))
+		require.NoError(t, err)
+	}
+	segs := p.segments()
+	require.Greater(t, len(segs), 2)
+	s := segs[1]
+	require.True(t, s.acquire())
+	defer s.release()
+	var sc record.Scanner
+	found, err := s.seek(&sc, s.base-5, readerScan)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.True(t, sc.Next())
+	require.Equal(t, s.base, sc.Batch().BaseOffset)
+	require.Equal(t, 0, prefetchSpan(index.Span{Off: 1000, Pos: 100, NextOff: 1050, NextPos: 4096}, 990)-record.HeaderSize-int(4096-100)/8,
+		"a target below the span prefetches from its start")
+}

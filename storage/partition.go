@@ -470,8 +470,11 @@ func (p *Partition) detachExpired(now time.Time) ([]*segment, error) {
 	}
 	segs = p.segments()
 	doomed := segs[:n]
-	p.setSegments(slices.Clone(segs[n:]))
+	// The start first: a reader that checks an offset against it and then
+	// looks in the segment list finds its segment in either list, never a
+	// list whose first segment begins past an offset the start allowed.
 	p.start.Store(int64(max(p.StartOffset(), segs[n].base)))
+	p.setSegments(slices.Clone(segs[n:]))
 	p.notify()
 	return doomed, nil
 }
