@@ -70,7 +70,7 @@ func (m *LogMap) ReadAt(p []byte, off int64) (n int, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			n, err = 0, fmt.Errorf("read %s at %d: %w (%v)", m.path, off, ErrFault, r)
+			n, err = 0, faultError(r, m.path, off)
 		}
 	}()
 	n = copy(p, m.data[off:])
@@ -117,10 +117,10 @@ func (m *LogMap) FindBatch(pos, end record.Position, target record.Offset, ahead
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			at, found, err = pos, false, fmt.Errorf("read %s at %d: %w (%v)", m.path, pos, ErrFault, r)
+			at, found, err = pos, false, faultError(r, m.path, int64(pos))
 		}
 	}()
-	if pos >= 0 && pos < end {
+	if pos >= 0 && pos < end && ahead > 0 {
 		prefetch(m.data[pos:min(end, pos+record.Position(ahead))])
 	}
 	for pos >= 0 && end-pos >= record.HeaderSize {
@@ -137,6 +137,16 @@ func (m *LogMap) FindBatch(pos, end record.Position, target record.Offset, ahead
 		pos += record.Position(n)
 	}
 	return pos, false, nil
+}
+
+// faultError turns the panic of a memory fault in a mapping into
+// ErrFault, and panics again with anything else: a bug must not pass for a
+// file cut under the mapping.
+func faultError(r any, path string, off int64) error {
+	if f, ok := r.(interface{ Addr() uintptr }); ok {
+		return fmt.Errorf("read %s at %d: %w (fault at %#x)", path, off, ErrFault, f.Addr())
+	}
+	panic(r)
 }
 
 // prefetch loads one byte of every cache line of b. The loads do not
