@@ -117,3 +117,39 @@ func TestReadAhead(t *testing.T) {
 	appendN(500)
 	require.Equal(t, want[last+chunk:last+2*chunk], readHandle(t, h, last+chunk, chunk), "bytes appended since show")
 }
+
+// Release waits for the requests still being read ahead and closes the
+// views they used, whatever state the queue is in.
+func TestReadAheadRelease(t *testing.T) {
+	l, err := storage.Open(t.TempDir(), storage.Options{Logger: quietLogger(), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	defer l.Close()
+	top, err := l.CreateTopic("t", 1, nil)
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	recs := make([]storage.Record, 2000)
+	for i := range recs {
+		recs[i] = storage.Record{Value: []byte(fmt.Sprintf("record %d", i))}
+	}
+	_, err = p.Append(recs)
+	require.NoError(t, err)
+	v, err := p.NewView(storage.Values, 0)
+	require.NoError(t, err)
+	h := &recordHandle{v: v}
+	var opened []*storage.View
+	h.ahead.open = func() (*storage.View, error) {
+		v, err := p.NewView(storage.Values, 0)
+		opened = append(opened, v)
+		return v, err
+	}
+	readHandle(t, h, 0, 1024)
+	readHandle(t, h, 1024, 1024)
+	require.Len(t, h.ahead.queue, aheadDepth, "reading ahead when released")
+	require.Zero(t, h.Release(context.Background()))
+	require.Empty(t, h.ahead.queue)
+	require.Len(t, opened, aheadDepth)
+	for _, v := range append(opened, h.v) {
+		_, err := v.ReadAt(make([]byte, 1), 0)
+		require.ErrorIs(t, err, storage.ErrClosed, "every view is closed")
+	}
+}
