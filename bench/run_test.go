@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/logfs/logfs/internal/fusetest"
 	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/record"
 )
@@ -54,25 +55,6 @@ func logfsBinary(t *testing.T) string {
 	})
 	require.NoError(t, binErr)
 	return filepath.Join(binDir, "logfs")
-}
-
-// requireFUSE skips a test that mounts where FUSE cannot work (or fails it
-// under LOGFS_REQUIRE_FUSE=1).
-func requireFUSE(t *testing.T) {
-	t.Helper()
-	why := ""
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		why = "no /dev/fuse"
-	} else if _, err := exec.LookPath("fusermount3"); err != nil && os.Geteuid() != 0 {
-		why = "not root and no fusermount3"
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("LOGFS_REQUIRE_FUSE") == "1" {
-		t.Fatalf("FUSE is required (LOGFS_REQUIRE_FUSE=1) but not usable: %s", why)
-	}
-	t.Skipf("FUSE not usable: %s", why)
 }
 
 // tinyOptions is a run of phases shrunk to a second or two: one record
@@ -136,7 +118,7 @@ func TestRunFailsOnWrongData(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := tinyOptions(t, tc.phase)
 			if tc.mount {
-				requireFUSE(t)
+				fusetest.Require(t)
 				o.Exe = logfsBinary(t)
 			}
 			tamper = corruptFirstValue
@@ -176,7 +158,7 @@ func TestRunRejectsInvalidOptions(t *testing.T) {
 		})
 	}
 	o := DefaultOptions()
-	require.NoError(t, o.validate(), "the defaults are valid")
+	require.NoError(t, o.Validate(), "the defaults are valid")
 }
 
 // TestRunProgress: one progress line per measured cell, and the report's

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/logfs/logfs/fs"
+	"github.com/logfs/logfs/internal/fusetest"
 	"github.com/logfs/logfs/record"
 	"github.com/logfs/logfs/storage"
 )
@@ -183,7 +184,7 @@ func BenchmarkCatCold(b *testing.B) {
 			data, _ := benchData(b)
 			l := openLog(b, data, storage.Options{ReadOnly: true})
 			benchCat(b, data, func(b *testing.B) string {
-				requireFUSE(b)
+				fusetest.Require(b)
 				mp := b.TempDir()
 				o := m.opts
 				o.Logger = logger(b)

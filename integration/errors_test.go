@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/logfs/logfs/fs"
+	"github.com/logfs/logfs/internal/fusetest"
 	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/record"
 	"github.com/logfs/logfs/storage"
@@ -124,7 +125,7 @@ func TestBadJSON(t *testing.T) {
 // TestNoSpace: a full disk fails the write with ENOSPC and leaves no
 // partial record; the mount goes on once there is room.
 func TestNoSpace(t *testing.T) {
-	requireFUSE(t)
+	fusetest.Require(t)
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root")
 	}

@@ -18,40 +18,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/logfs/logfs/fs"
+	"github.com/logfs/logfs/internal/fusetest"
 	"github.com/logfs/logfs/storage"
 )
 
-// EnvRequireFUSE, set to 1, turns a machine without a usable /dev/fuse from
-// a skip into a failure. CI sets it.
-const EnvRequireFUSE = "LOGFS_REQUIRE_FUSE"
-
 // EnvFUSEDebug, set to 0, keeps go-fuse's request log off under -v.
 const EnvFUSEDebug = "LOGFS_FUSE_DEBUG"
-
-// requireFUSE skips the test (or fails it under LOGFS_REQUIRE_FUSE=1) when
-// this machine cannot mount: no /dev/fuse, or neither root nor fusermount3.
-func requireFUSE(t testing.TB) {
-	t.Helper()
-	why := ""
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		why = "no /dev/fuse"
-	} else if os.Geteuid() != 0 {
-		if _, err := exec.LookPath("fusermount3"); err != nil {
-			why = "not root and no fusermount3"
-		}
-	}
-	if why != "" {
-		noFUSE(t, why)
-	}
-}
-
-func noFUSE(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv(EnvRequireFUSE) == "1" {
-		t.Fatalf("cannot mount (%s) and %s=1", why, EnvRequireFUSE)
-	}
-	t.Skipf("cannot mount: %s (set %s=1 to fail instead)", why, EnvRequireFUSE)
-}
 
 // testLog sends a logger's output to t.Log until the test's cleanup
 // silences it: the mount's goroutines may log after the test returns.
@@ -128,7 +100,7 @@ func mount(t testing.TB, l *storage.Log, o fs.Options) string {
 // mountServer is mount, also returning the server.
 func mountServer(t testing.TB, l *storage.Log, o fs.Options) (*fs.Server, string) {
 	t.Helper()
-	requireFUSE(t)
+	fusetest.Require(t)
 	mp := t.TempDir()
 	if o.Logger == nil {
 		o.Logger = logger(t)
@@ -137,7 +109,7 @@ func mountServer(t testing.TB, l *storage.Log, o fs.Options) (*fs.Server, string
 	o.Debug = o.Debug || testing.Verbose() && !isBench && os.Getenv(EnvFUSEDebug) != "0"
 	srv, err := fs.Mount(mp, l, o)
 	if errors.Is(err, fs.ErrNoFUSE) {
-		noFUSE(t, err.Error())
+		fusetest.Unusable(t, err.Error())
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() { unmount(t, srv) })

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/logfs/logfs/bench"
+	"github.com/logfs/logfs/internal/fusetest"
 )
 
 // tinyBench is a whole `logfs bench` run shrunk to a few seconds: every
@@ -25,25 +26,6 @@ func tinyBench(dir string, extra ...string) []string {
 		"--size", "100,1k", "--batch", "1,8", "--records", "400", "--segment-bytes", "64KiB",
 		"--lookups", "100", "--phase-time", "200ms", "--fsync-time", "20ms",
 		"--readers", "2", "--mixed-records", "300", "--tool-runs", "3", "--segments", "40"}, extra...)
-}
-
-// benchFUSE skips a test that mounts where FUSE cannot work (or fails it
-// under LOGFS_REQUIRE_FUSE=1).
-func benchFUSE(t *testing.T) {
-	t.Helper()
-	why := ""
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		why = "no /dev/fuse"
-	} else if _, err := exec.LookPath("fusermount3"); err != nil && os.Geteuid() != 0 {
-		why = "not root and no fusermount3"
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("LOGFS_REQUIRE_FUSE") == "1" {
-		t.Fatalf("FUSE is required (LOGFS_REQUIRE_FUSE=1) but not usable: %s", why)
-	}
-	t.Skipf("FUSE not usable: %s", why)
 }
 
 // requireBenchCleanedUp checks that a run left nothing behind: no data,
@@ -170,7 +152,7 @@ func TestBenchFailsOnWrongData(t *testing.T) {
 }
 
 func TestBenchMount(t *testing.T) {
-	benchFUSE(t)
+	fusetest.Require(t)
 	dir := t.TempDir()
 	out := ok(t, dir, "", tinyBench(dir, "--mount", "--json", "--size", "100", "--phases", "cat,tail,head,cat>>append,memory")...)
 	requireBenchCleanedUp(t, dir)

@@ -14,33 +14,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/logfs/logfs/internal/fusetest"
 )
-
-// envRequireFUSE, set to 1, turns "FUSE is not usable here" into a test
-// failure instead of a skip; CI sets it.
-const envRequireFUSE = "LOGFS_REQUIRE_FUSE"
-
-// skipWithoutFUSE skips (or, with LOGFS_REQUIRE_FUSE=1, fails) a test on a
-// machine where a mount cannot work.
-func skipWithoutFUSE(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv(envRequireFUSE) == "1" {
-		t.Fatalf("FUSE is required (%s=1) but not usable: %s", envRequireFUSE, why)
-	}
-	t.Skipf("FUSE not usable: %s", why)
-}
-
-func requireFUSE(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		skipWithoutFUSE(t, "no /dev/fuse")
-	}
-	if os.Geteuid() != 0 {
-		if _, err := exec.LookPath("fusermount3"); err != nil {
-			skipWithoutFUSE(t, "not root and no fusermount3")
-		}
-	}
-}
 
 // mountProc is a `logfs mount` running in the background.
 type mountProc struct {
@@ -62,7 +38,7 @@ func (m *mountProc) stderr() string {
 // ready line. The mount is taken down when the test ends, whatever happens.
 func startMount(t *testing.T, dir, mountpoint string, args ...string) *mountProc {
 	t.Helper()
-	requireFUSE(t)
+	fusetest.Require(t)
 	m := &mountProc{mp: mountpoint, done: make(chan struct{})}
 	m.cmd = exec.Command(logfsBin, append(append([]string{"mount"}, args...), mountpoint)...)
 	m.cmd.Dir = dir
@@ -105,7 +81,7 @@ func startMount(t *testing.T, dir, mountpoint string, args ...string) *mountProc
 	case <-ready:
 	case <-m.done:
 		if strings.Contains(m.stderr(), "FUSE is not available") {
-			skipWithoutFUSE(t, m.stderr())
+			fusetest.Unusable(t, m.stderr())
 		}
 		t.Fatalf("logfs mount exited before it was ready: %v; stderr: %s", m.err, m.stderr())
 	case <-time.After(30 * time.Second):
@@ -249,7 +225,7 @@ func TestMountErrors(t *testing.T) {
 		})
 	}
 	t.Run("mountpoint", func(t *testing.T) {
-		requireFUSE(t)
+		fusetest.Require(t)
 		fails(t, dir, exitFailure, "is not empty", "mount", full)
 		fails(t, dir, exitFailure, "is not a directory", "mount", file)
 		// Already mounted: a second mount on the same directory.
