@@ -156,8 +156,9 @@ func (o *Options) wantsMount() bool {
 	return false
 }
 
-// validate checks the limits documented on the fields.
-func (o *Options) validate() error {
+// Validate checks the limits documented on the fields; Run calls it. An
+// error wraps ErrInvalidOptions and names the field.
+func (o *Options) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
 	}

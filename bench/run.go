@@ -44,7 +44,7 @@ var tamper func(dir string) error
 // (ErrInvalidOptions) or the directory cannot be made.
 // A wrong answer is not an error of Run: see Report.Err.
 func Run(ctx context.Context, o Options, progress io.Writer) (rep *Report, err error) {
-	if err := o.validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	root, err := os.MkdirTemp(o.Dir, "logfs-bench-")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/logfs/logfs/bench"
-	"github.com/logfs/logfs/record"
 )
 
 // logfs bench is the command line of package bench (the workloads, their
@@ -93,13 +91,13 @@ the load average; compare ratios measured in the same run.`,
 			if o.Phases, err = parseBenchPhases(phases, mount); err != nil {
 				return err
 			}
-			if err := validateBench(&o); err != nil {
-				return err
-			}
 			if o.Exe == "" {
 				if o.Exe, err = os.Executable(); err != nil {
 					return err
 				}
+			}
+			if err := o.Validate(); err != nil {
+				return usageErrorf("%v", err)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -213,38 +211,4 @@ func parseBenchPhases(s string, mount bool) ([]string, error) {
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// validateBench checks the options against the limits of bench.Options,
-// in the words of the flags that set them.
-func validateBench(o *bench.Options) error {
-	for _, s := range o.Sizes {
-		if s < bench.MinSize || int64(s)+128 > o.SegmentBytes {
-			return usageErrorf("--size: %d is outside [%d, --segment-bytes)", s, bench.MinSize)
-		}
-	}
-	switch {
-	case o.Records < 0 || o.MaxRecords <= 0:
-		return usageErrorf("--records and --max-records must be positive")
-	case o.Lookups <= 0 || o.PhaseTime <= 0 || o.FsyncTime <= 0:
-		return usageErrorf("--lookups, --phase-time and --fsync-time must be positive")
-	case o.Readers <= 0 || o.MixedRecords <= 0 || o.Count <= 0 || o.ToolRuns <= 0:
-		return usageErrorf("--readers, --mixed-records, --count and --tool-runs must be positive")
-	case o.Segments < 10 && slices.Contains(o.Phases, bench.PhaseMemory):
-		return usageErrorf("--segments must be at least 10")
-	case o.SegmentBytes > math.MaxInt32:
-		return usageErrorf("--segment-bytes is at most 2 GiB - 1")
-	}
-	for _, b := range o.Batches {
-		if b < 1 {
-			return usageErrorf("--batch: %d < 1", b)
-		}
-		for _, s := range o.Sizes {
-			// A batch must fit in a segment: values, record and batch overhead.
-			if need := int64(b)*int64(s+32) + record.HeaderSize; need > o.SegmentBytes {
-				return usageErrorf("--batch %d of %d-byte records (%d bytes) does not fit in --segment-bytes %d", b, s, need, o.SegmentBytes)
-			}
-		}
-	}
-	return nil
 }
