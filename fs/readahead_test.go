@@ -51,12 +51,7 @@ func readHandle(t *testing.T, h *recordHandle, off int64, n int) []byte {
 // ahead; they hold the same bytes as a read from scratch, a short one at
 // the end is not kept over appends, and reads elsewhere are unaffected.
 func TestReadAhead(t *testing.T) {
-	l, err := storage.Open(t.TempDir(), storage.Options{Logger: quietLogger(), RetentionCheckInterval: -1})
-	require.NoError(t, err)
-	defer l.Close()
-	top, err := l.CreateTopic("t", 1, nil)
-	require.NoError(t, err)
-	p, _ := top.Partition(0)
+	p, _ := newTestPartition(t, nil)
 	var want []byte
 	appendN := func(n int) {
 		recs := make([]storage.Record, n)
@@ -121,17 +116,12 @@ func TestReadAhead(t *testing.T) {
 // Release waits for the requests still being read ahead and closes the
 // views they used, whatever state the queue is in.
 func TestReadAheadRelease(t *testing.T) {
-	l, err := storage.Open(t.TempDir(), storage.Options{Logger: quietLogger(), RetentionCheckInterval: -1})
-	require.NoError(t, err)
-	defer l.Close()
-	top, err := l.CreateTopic("t", 1, nil)
-	require.NoError(t, err)
-	p, _ := top.Partition(0)
+	p, _ := newTestPartition(t, nil)
 	recs := make([]storage.Record, 2000)
 	for i := range recs {
 		recs[i] = storage.Record{Value: []byte(fmt.Sprintf("record %d", i))}
 	}
-	_, err = p.Append(recs)
+	_, err := p.Append(recs)
 	require.NoError(t, err)
 	v, err := p.NewView(storage.Values, 0)
 	require.NoError(t, err)

@@ -88,23 +88,30 @@ func TestMappingGoesWithSegment(t *testing.T) {
 		"unmapped with the last reference")
 }
 
-// Bytes past the mapping (an active segment that grew beyond
-// segment.bytes, as a broker with a larger setting can make it) are read
-// with pread.
-func TestMappedLogReadsPastMapping(t *testing.T) {
+// newMappedLog writes a file of size patterned bytes and returns it behind
+// a mappedLog whose mapping covers its first mapped bytes, and the bytes.
+func newMappedLog(t *testing.T, size, mapped int) (*mappedLog, []byte) {
+	t.Helper()
 	name := filepath.Join(t.TempDir(), "00000000000000000000.log")
-	data := make([]byte, 3*4096)
+	data := make([]byte, size)
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
 	require.NoError(t, os.WriteFile(name, data, 0o644))
 	f, err := vfs.Default.OpenFile(name, os.O_RDONLY, 0)
 	require.NoError(t, err)
-	defer f.Close()
-	lm, err := index.MapLog(f.(interface{ Fd() uintptr }).Fd(), name, 4096)
+	t.Cleanup(func() { f.Close() })
+	lm, err := index.MapLog(f.(interface{ Fd() uintptr }).Fd(), name, int64(mapped))
 	require.NoError(t, err)
-	defer lm.Close()
-	m := &mappedLog{LogMap: lm, f: f}
+	t.Cleanup(func() { lm.Close() })
+	return &mappedLog{LogMap: lm, f: f}, data
+}
+
+// Bytes past the mapping (an active segment that grew beyond
+// segment.bytes, as a broker with a larger setting can make it) are read
+// with pread.
+func TestMappedLogReadsPastMapping(t *testing.T) {
+	m, data := newMappedLog(t, 3*4096, 4096)
 	for _, c := range []struct{ off, n int }{{0, 100}, {4000, 96}, {4000, 97}, {4096, 5000}, {8000, 4288}} {
 		got := make([]byte, c.n)
 		n, err := m.ReadAt(got, int64(c.off))
@@ -141,19 +148,7 @@ func TestPrefetchSpan(t *testing.T) {
 // A read larger than mappedReadMax goes to the file: the bytes are the
 // same either way.
 func TestMappedLogBigReads(t *testing.T) {
-	name := filepath.Join(t.TempDir(), "00000000000000000000.log")
-	data := make([]byte, 2*mappedReadMax+100)
-	for i := range data {
-		data[i] = byte(i * 13)
-	}
-	require.NoError(t, os.WriteFile(name, data, 0o644))
-	f, err := vfs.Default.OpenFile(name, os.O_RDONLY, 0)
-	require.NoError(t, err)
-	defer f.Close()
-	lm, err := index.MapLog(f.(interface{ Fd() uintptr }).Fd(), name, int64(len(data)))
-	require.NoError(t, err)
-	defer lm.Close()
-	m := &mappedLog{LogMap: lm, f: f}
+	m, data := newMappedLog(t, 2*mappedReadMax+100, 2*mappedReadMax+100)
 	for _, n := range []int{mappedReadMax, mappedReadMax + 1, 2 * mappedReadMax} {
 		got := make([]byte, n)
 		k, err := m.ReadAt(got, 50)
