@@ -400,27 +400,30 @@ func rawRead(b *testing.B, d *dataset) (int64, time.Duration) {
 }
 
 // BenchmarkViewRandomRead opens a values view at a random offset and reads
-// 8 KiB from its start, as `head -n 1 offset/N` through the mount does.
+// from its start: 8 KiB, as a pread or tail does, and 1 MiB, a whole
+// request, as `head -n 1 offset/N` through the mount does.
 func BenchmarkViewRandomRead(b *testing.B) {
 	for _, size := range recordSizes {
-		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
-			d := getDataset(b, size, 64)
-			rng := rand.New(rand.NewSource(1))
-			buf := make([]byte, 8<<10)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				off := record.Offset(rng.Int63n(d.records))
-				v, err := d.p.NewView(Values, off)
-				if err != nil {
-					b.Fatal(err)
+		for _, read := range []int{8 << 10, 1 << 20} {
+			b.Run(fmt.Sprintf("record=%dB/read=%dKiB", size, read>>10), func(b *testing.B) {
+				d := getDataset(b, size, 64)
+				rng := rand.New(rand.NewSource(1))
+				buf := make([]byte, read)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					off := record.Offset(rng.Int63n(d.records))
+					v, err := d.p.NewView(Values, off)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := v.ReadAt(buf, 0); err != nil && err != io.EOF {
+						b.Fatal(err)
+					}
+					v.Close()
 				}
-				if _, err := v.ReadAt(buf, 0); err != nil && err != io.EOF {
-					b.Fatal(err)
-				}
-				v.Close()
-			}
-		})
+			})
+		}
 	}
 }
 
