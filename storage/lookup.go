@@ -24,15 +24,15 @@ const spanSlack = 1 << 10
 // mappedReadMax is the largest read copied out of the mapping; larger
 // ones, which are a streaming Reader's once its reads have grown, and big
 // batches, are read with pread, and so are all of a View's (the mount's).
-// Three reasons, all measured here:
+// Three reasons:
 //
-//   - Memory: every page read through the mapping stays mapped, and
-//     counts in the process's RSS, until the segment goes: a cat of a
-//     1 GiB partition through the mount left 1 GiB of it. pread leaves
-//     nothing.
-//   - Cold data: a read(2) gets the kernel's sequential read-ahead; page
-//     faults through a mapping get much less.
-//   - Big copies: in a virtual machine each page the TLB does not hold
+//   - Memory (measured): every page read through the mapping stays
+//     mapped, and counts in the process's RSS, until the segment goes: a
+//     cat of a 1 GiB partition through the mount left 1 GiB of it. pread
+//     leaves nothing.
+//   - Cold data (not measured here): a read(2) gets the kernel's
+//     sequential read-ahead; page faults through a mapping get less.
+//   - Big copies (measured): in a virtual machine each page the TLB does not hold
 //     costs a nested page walk, where the kernel's copy goes through its
 //     direct map of huge pages: a lookup in 1 MiB batches took 333 us
 //     through the mapping against 164 with pread.
