@@ -174,24 +174,10 @@ func shmTempDir(t *testing.T) string {
 	return d
 }
 
-// copyDir copies a directory tree.
+// copyDir copies a directory tree into a new directory.
 func copyDir(t *testing.T, from, to string) {
 	t.Helper()
-	require.NoError(t, filepath.Walk(from, func(p string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		dst := filepath.Join(to, rel)
-		if info.IsDir() {
-			return os.MkdirAll(dst, 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(dst, data, 0o644)
-	}))
+	require.NoError(t, os.CopyFS(to, os.DirFS(from)))
 }
 
 // TestCheckpointsLogStartFirst: the log-start checkpoint is in place before
