@@ -170,7 +170,7 @@ func BenchmarkCat(b *testing.B) {
 	for _, m := range readModes {
 		b.Run(m.name, func(b *testing.B) {
 			mnt, data, _ := benchMount(b, m.opts)
-			benchCat(b, data, func(*testing.B) string { return mnt }, true)
+			benchCat(b, data, func(*testing.B) string { return mnt }, m.opts.PageCache, true)
 		})
 	}
 }
@@ -192,12 +192,12 @@ func BenchmarkCatCold(b *testing.B) {
 				require.NoError(b, err)
 				b.Cleanup(func() { unmount(b, srv) })
 				return mp
-			}, false)
+			}, m.opts.PageCache, false)
 		})
 	}
 }
 
-func benchCat(b *testing.B, data string, mnt func(*testing.B) string, warm bool) {
+func benchCat(b *testing.B, data string, mnt func(*testing.B) string, pageCache, warm bool) {
 	logs, err := filepath.Glob(filepath.Join(data, benchTopic+"-0", "*.log"))
 	require.NoError(b, err)
 	rawBytes := fileSize(b, logs...)
@@ -227,6 +227,22 @@ func benchCat(b *testing.B, data string, mnt func(*testing.B) string, warm bool)
 	b.StopTimer()
 	b.SetBytes(size)
 	reportRatio(b, base, rawBytes, elapsed, size)
+	if !pageCache {
+		// Every byte goes through the server: compare with one that
+		// does nothing but reply.
+		floor := timeFloor(b, size)
+		perOp := elapsed / time.Duration(b.N)
+		b.ReportMetric(float64(size)/floor.Seconds()/1e6, "floor-MB/s")
+		b.ReportMetric(floor.Seconds()/perOp.Seconds(), "x-floor")
+	}
+}
+
+// timeFloor returns the fastest of three cats of a floor file of size
+// bytes with direct I/O (see floor_test.go): the reads benchCat times,
+// from a server that does nothing but reply.
+func timeFloor(b *testing.B, size int64) time.Duration {
+	file := mountFloor(b, size)
+	return timeScript(b, 3, "cat "+q(file)+" > /dev/null")
 }
 
 // BenchmarkTail runs tail -n 10 on the partition, against tail -n 10 of a
