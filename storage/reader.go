@@ -72,9 +72,6 @@ func (r *Reader) Seek(from record.Offset) error {
 	}
 }
 
-// Offset returns the offset the next record will have at least.
-func (r *Reader) Offset() record.Offset { return r.next }
-
 // Next returns the next record, or io.EOF when the reader has caught up
 // with the log end. The record and its slices are valid until the next
 // call. A corrupt batch is an error wrapping record.ErrCorrupt that names

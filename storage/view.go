@@ -24,7 +24,6 @@ const viewChunk = 256 << 10
 type View struct {
 	p      *Partition
 	format Format
-	start  record.Offset
 
 	mu     sync.Mutex
 	segs   []*segment // pinned; segs[0] holds start
@@ -62,15 +61,9 @@ func (p *Partition) NewView(f Format, start record.Offset) (*View, error) {
 			s.release()
 			return nil, err
 		}
-		return &View{p: p, format: f, start: start, segs: []*segment{s}, totals: []int64{-1}, skip: skip, chunkSeg: -1, scSeg: -1}, nil
+		return &View{p: p, format: f, segs: []*segment{s}, totals: []int64{-1}, skip: skip, chunkSeg: -1, scSeg: -1}, nil
 	}
 }
-
-// Start returns the view's starting offset.
-func (v *View) Start() record.Offset { return v.start }
-
-// Format returns the view's format.
-func (v *View) Format() Format { return v.format }
 
 // refresh pins the segments rolled since the view last looked.
 func (v *View) refresh() {
