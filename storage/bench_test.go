@@ -238,49 +238,45 @@ func BenchmarkLookupOffset(b *testing.B) {
 }
 
 func benchLookupOffset(b *testing.B, size, batch int) {
-	{
-		{
-			d := getDataset(b, size, batch)
-			r, err := d.p.NewReader(0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer r.Close()
-			rng := rand.New(rand.NewSource(1))
-			targets := make([]record.Offset, 1<<16)
-			for i := range targets {
-				targets[i] = record.Offset(rng.Int63n(d.records))
-			}
-			// Warm the page cache and the indexes.
-			for _, off := range targets[:4096] {
-				if err := r.Seek(off); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := r.Next(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				off := targets[i&(len(targets)-1)]
-				if err := r.Seek(off); err != nil {
-					b.Fatal(err)
-				}
-				rec, err := r.Next()
-				if err != nil {
-					b.Fatal(err)
-				}
-				if rec.Offset != off || int64(binary.BigEndian.Uint64(rec.Value)) != int64(off) {
-					b.Fatalf("lookup %d got offset %d value %x", off, rec.Offset, rec.Value[:8])
-				}
-			}
-			b.StopTimer()
-			ours := b.Elapsed() / time.Duration(b.N)
-			raw := rawLookup(b, d, targets)
-			b.ReportMetric(float64(raw)/float64(ours), "x-raw")
+	d := getDataset(b, size, batch)
+	r, err := d.p.NewReader(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	rng := rand.New(rand.NewSource(1))
+	targets := make([]record.Offset, 1<<16)
+	for i := range targets {
+		targets[i] = record.Offset(rng.Int63n(d.records))
+	}
+	// Warm the page cache and the indexes.
+	for _, off := range targets[:4096] {
+		if err := r.Seek(off); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := r.Next(); err != nil {
+			b.Fatal(err)
 		}
 	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		off := targets[i&(len(targets)-1)]
+		if err := r.Seek(off); err != nil {
+			b.Fatal(err)
+		}
+		rec, err := r.Next()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rec.Offset != off || int64(binary.BigEndian.Uint64(rec.Value)) != int64(off) {
+			b.Fatalf("lookup %d got offset %d value %x", off, rec.Offset, rec.Value[:8])
+		}
+	}
+	b.StopTimer()
+	ours := b.Elapsed() / time.Duration(b.N)
+	raw := rawLookup(b, d, targets)
+	b.ReportMetric(float64(raw)/float64(ours), "x-raw")
 }
 
 // rawLookup is the floor for a lookup: one pread of a record whose position
