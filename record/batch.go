@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math"
 )
 
 // Offset is the logical position of a record in a partition: 0, 1, 2, …
@@ -181,6 +182,24 @@ type Batch struct {
 func (b *Batch) Verify() error {
 	if got := crc32.Checksum(b.Bytes[crcStart:], castagnoli); got != b.CRC {
 		return corruptf(b.Pos, "crc is %08x, header says %08x", got, b.CRC)
+	}
+	return nil
+}
+
+// CheckFollows checks the batch's offsets against the batches before it in
+// a segment whose base offset is base: its base offset must be at or above
+// next, where the batch before it ended (base itself for the first batch
+// read), and its last offset within a relative offset (int32) of base, as
+// Kafka's indexes store them. The CRC does not cover the base offset, so
+// this is what catches a corrupt one.
+func (b *Batch) CheckFollows(base, next Offset) error {
+	switch {
+	case b.BaseOffset < next && next == base:
+		return corruptf(b.Pos, "base offset %d is below the segment's base offset %d", b.BaseOffset, base)
+	case b.BaseOffset < next:
+		return corruptf(b.Pos, "base offset %d is below %d, where the previous batch ended", b.BaseOffset, next)
+	case b.LastOffset()-base > math.MaxInt32:
+		return corruptf(b.Pos, "last offset %d overflows a relative offset from base %d", b.LastOffset(), base)
 	}
 	return nil
 }

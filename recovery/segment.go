@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"math"
 	"os"
 
 	"github.com/logfs/logfs/index"
@@ -211,8 +210,8 @@ func scanSegment(f vfs.File, logPath string, base record.Offset, size record.Pos
 	next := base
 	for sc.Next() {
 		batch := sc.Batch()
-		if reason := checkOffsets(batch, base, next); reason != "" {
-			res.Reason = &record.CorruptError{File: logPath, Pos: batch.Pos, Reason: reason, Err: record.ErrCorrupt}
+		if err := batch.CheckFollows(base, next); err != nil {
+			res.Reason = record.WithFile(err, logPath)
 			break
 		}
 		if b != nil {
@@ -233,20 +232,6 @@ func scanSegment(f vfs.File, logPath string, base record.Offset, size record.Pos
 	}
 	res.NextOffset = next
 	return nil
-}
-
-// checkOffsets returns why a batch's offsets cannot follow the batches
-// before it in a segment with this base, or "".
-func checkOffsets(b *record.Batch, base, next record.Offset) string {
-	switch {
-	case b.BaseOffset < next && next == base:
-		return fmt.Sprintf("base offset %d is below the segment's base offset %d", b.BaseOffset, base)
-	case b.BaseOffset < next:
-		return fmt.Sprintf("base offset %d is below %d, where the previous batch ended", b.BaseOffset, next)
-	case b.LastOffset()-base > math.MaxInt32:
-		return fmt.Sprintf("last offset %d overflows a relative offset from base %d", b.LastOffset(), base)
-	}
-	return ""
 }
 
 // legacyHeader is what a Kafka v0/v1 message needs before its CRC can be
