@@ -25,6 +25,8 @@ type Reader struct {
 
 	seg     *segment // pinned
 	sc      record.Scanner
+	ended   record.Offset // where the last batch read from sc ended, or seg.base
+	err     error         // a batch out of offset order: returned until Seek
 	dec     record.Decoder
 	it      record.RecordIter
 	inBatch bool
@@ -54,7 +56,7 @@ func (r *Reader) Seek(from record.Offset) error {
 	if start, end := p.StartOffset(), p.EndOffset(); from < start || from > end {
 		return fmt.Errorf("%s offset %d (log holds %d to %d): %w", p, from, start, end, ErrOffsetOutOfRange)
 	}
-	r.next, r.inBatch = from, false
+	r.next, r.inBatch, r.err = from, false, nil
 	for {
 		segs := p.segments()
 		s := segs[max(floorSegment(segs, from), 0)]
@@ -67,6 +69,7 @@ func (r *Reader) Seek(from record.Offset) error {
 			}
 			r.seg = s
 		}
+		r.ended = s.base
 		_, err := s.seek(&r.sc, from, readerScan)
 		return err
 	}
@@ -112,13 +115,23 @@ func (r *Reader) Next() (*record.Record, error) {
 }
 
 // nextBatch returns the next batch, moving to the next segment at the end of
-// one, or io.EOF at the end of the log.
+// one, or io.EOF at the end of the log. A batch whose offsets cannot follow
+// the one before it (record.Batch.CheckFollows) is corrupt.
 func (r *Reader) nextBatch() (*record.Batch, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
 	for {
 		size := record.Position(r.seg.size.Load())
 		r.sc.Extend(size)
 		if r.sc.Next() {
-			return r.sc.Batch(), nil
+			b := r.sc.Batch()
+			if err := b.CheckFollows(r.seg.base, r.ended); err != nil {
+				r.err = record.WithFile(err, r.seg.logPath())
+				return nil, r.err
+			}
+			r.ended = b.NextOffset()
+			return b, nil
 		}
 		if err := r.sc.Err(); err != nil {
 			return nil, record.WithFile(err, r.seg.logPath())
@@ -134,7 +147,7 @@ func (r *Reader) nextBatch() (*record.Batch, error) {
 			continue
 		}
 		r.seg.release()
-		r.seg = next
+		r.seg, r.ended = next, next.base
 		r.sc.Reset(next.reader(), 0, record.Position(next.size.Load()), readerScan)
 	}
 }

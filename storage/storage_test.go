@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -664,5 +665,88 @@ func TestSegmentsMapsNoIndex(t *testing.T) {
 		require.False(t, s.offIdx != nil && s.offIdx.Mapped(), "segment %d offset index", s.base)
 		require.False(t, s.timeIdx != nil && s.timeIdx.Mapped(), "segment %d time index", s.base)
 		s.idxMu.RUnlock()
+	}
+}
+
+// TestReaderRefusesBatchesOutOfOffsetOrder: the CRC does not cover a
+// batch's base offset, so a corrupt one is caught by its place among the
+// other batches. The reader returns every record before the batch, then
+// the same corruption error on every call until a Seek.
+func TestReaderRefusesBatchesOutOfOffsetOrder(t *testing.T) {
+	cases := map[string]struct {
+		segment, batch int    // the batch to corrupt, counted in its segment
+		base           uint64 // its new base offset
+	}{
+		"below the batch before":   {segment: 0, batch: 3, base: 1},
+		"below the segment's base": {segment: 1, batch: 0, base: 0},
+		"beyond a relative offset": {segment: 0, batch: 5, base: 6365935208268564448},
+		"negative":                 {segment: 1, batch: 2, base: 1 << 63},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			l, err := Open(t.TempDir(), Options{Logger: testLogger(t), RetentionCheckInterval: -1})
+			require.NoError(t, err)
+			defer l.Close()
+			top, err := l.CreateTopic("t", 1, small("segment.bytes=2000"))
+			require.NoError(t, err)
+			p, err := top.Partition(0)
+			require.NoError(t, err)
+			for i := 0; i < 60; i++ {
+				_, err := p.Append(values(2, fmt.Sprintf("b%d", i)))
+				require.NoError(t, err)
+			}
+			seg := p.segments()[c.segment]
+			sc := record.NewScanner(seg.log, 0, record.Position(seg.size.Load()), record.ScanOptions{HeadersOnly: true})
+			for range c.batch + 1 {
+				require.True(t, sc.Next())
+			}
+			bad := *sc.Batch()
+			f, err := os.OpenFile(seg.logPath(), os.O_RDWR, 0)
+			require.NoError(t, err)
+			_, err = f.WriteAt(binary.BigEndian.AppendUint64(nil, c.base), int64(bad.Pos))
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+
+			r, err := p.NewReader(0)
+			require.NoError(t, err)
+			defer r.Close()
+			var n record.Offset
+			for ; ; n++ {
+				rec, err := r.Next()
+				if err != nil {
+					require.ErrorIs(t, err, record.ErrCorrupt)
+					require.Contains(t, err.Error(), seg.logPath())
+					require.Contains(t, err.Error(), fmt.Sprintf("position %d", bad.Pos))
+					_, again := r.Next()
+					require.Equal(t, err, again)
+					break
+				}
+				require.Equal(t, n, rec.Offset)
+			}
+			require.Equal(t, bad.BaseOffset, n, "every record before the batch")
+			require.NoError(t, r.Seek(0))
+			rec, err := r.Next()
+			require.NoError(t, err, "a Seek clears the error")
+			require.Equal(t, record.Offset(0), rec.Offset)
+
+			// A view refuses it too, sequentially and from a random read.
+			for f := Format(0); f < numFormats; f++ {
+				v, err := p.NewView(f, 0)
+				require.NoError(t, err)
+				defer v.Close()
+				buf := make([]byte, 100)
+				var off int64
+				for {
+					k, err := v.ReadAt(buf, off)
+					off += int64(k)
+					if err != nil {
+						require.ErrorIs(t, err, record.ErrCorrupt, "%v view", f)
+						break
+					}
+				}
+				_, err = v.ReadAt(buf, off)
+				require.ErrorIs(t, err, record.ErrCorrupt, "%v view, read again", f)
+			}
+		})
 	}
 }

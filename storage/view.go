@@ -41,6 +41,7 @@ type View struct {
 	scSeg    int
 	scEnd    record.Position
 	scOK     bool
+	scEnded  record.Offset // where the last batch sc read ended (see Reader.ended)
 	dec      record.Decoder
 }
 
@@ -194,11 +195,15 @@ func (v *View) renderAt(i int, local int64, want int) ([]byte, error) {
 	sequential := v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk))
 	var from record.Position
 	var at int64
+	ended := s.base // a lower bound for the base offset of the batch at from
 	if sequential {
 		from, at = v.chunkEnd, local // carry on after the chunk
+		if v.scSeg == i && v.sc.Pos() == from {
+			ended = v.scEnded
+		}
 	} else {
 		e := s.views.get(s, v.format).locate(local)
-		from, at = e.pos, e.rendered
+		from, at, ended = e.pos, e.rendered, e.base
 	}
 	v.chunk, v.chunkSeg = v.chunk[:0], i
 	size := record.Position(s.size.Load())
@@ -206,7 +211,7 @@ func (v *View) renderAt(i int, local int64, want int) ([]byte, error) {
 		// Small first reads, growing as the scan goes on: a read in the
 		// middle of a segment (head, tail, a pread) touches little.
 		v.sc.Reset(s.log, from, size, readerScan) // pread: see mappedReadMax
-		v.scSeg, v.scEnd, v.scOK = i, size, true
+		v.scSeg, v.scEnd, v.scOK, v.scEnded = i, size, true, ended
 	}
 	// Render ahead only for a reader that reads on: a random read renders
 	// what it asked for, and a Values one only up to the batch that holds
@@ -227,7 +232,10 @@ func (v *View) renderAt(i int, local int64, want int) ([]byte, error) {
 			}
 			break
 		}
-		b := v.sc.Batch()
+		b, err := v.scanned(s)
+		if err != nil {
+			return nil, err
+		}
 		if !b.Attributes.Control() {
 			it, err := v.dec.Records(b)
 			if err != nil {
@@ -273,8 +281,12 @@ func (v *View) renderInto(i int, local int64, dst []byte) (int, error) {
 	s := v.segs[i]
 	size := record.Position(s.size.Load())
 	if v.scSeg != i || !v.scOK || v.sc.Pos() != v.chunkEnd {
+		ended := s.base
+		if v.scSeg == i && v.sc.Pos() == v.chunkEnd {
+			ended = v.scEnded // where the batch before chunkEnd ended
+		}
 		v.sc.Reset(s.log, v.chunkEnd, size, readerScan)
-		v.scSeg, v.scOK = i, true
+		v.scSeg, v.scOK, v.scEnded = i, true, ended
 	}
 	v.sc.Extend(size)
 	v.scEnd = size
@@ -288,7 +300,10 @@ func (v *View) renderInto(i int, local int64, dst []byte) (int, error) {
 			}
 			break
 		}
-		b := v.sc.Batch()
+		b, err := v.scanned(s)
+		if err != nil {
+			return n, err
+		}
 		if b.Attributes.Control() {
 			continue
 		}
@@ -313,6 +328,19 @@ func (v *View) renderInto(i int, local int64, dst []byte) (int, error) {
 	}
 	v.chunkAt, v.chunkEnd = local+int64(n), v.sc.Pos()
 	return n, nil
+}
+
+// scanned returns the batch v.sc just read from s, checked to follow the
+// one before it (record.Batch.CheckFollows); a batch that does not ends
+// the scan.
+func (v *View) scanned(s *segment) (*record.Batch, error) {
+	b := v.sc.Batch()
+	if err := b.CheckFollows(s.base, v.scEnded); err != nil {
+		v.scOK = false
+		return nil, record.WithFile(err, s.logPath())
+	}
+	v.scEnded = b.NextOffset()
+	return b, nil
 }
 
 // Close releases the view's segments.

@@ -43,13 +43,14 @@ type viewIndex struct {
 	sinceEntry   int64           // rendered bytes since the last entry
 	lastBatchPos record.Position // start and CRC of the last batch covered,
 	lastBatchCRC uint32          // to recognise the same log later
+	next         record.Offset   // where the last batch covered ended (see record.Batch.CheckFollows)
 	persisted    record.Position // covered when last written to the sidecar, or -1
 	dec          record.Decoder
 	scratch      []byte
 }
 
 func newViewIndex(f Format, base record.Offset) *viewIndex {
-	return &viewIndex{format: f, entries: []viewEntry{{pos: 0, base: base, rendered: 0}}, persisted: -1}
+	return &viewIndex{format: f, entries: []viewEntry{{pos: 0, base: base, rendered: 0}}, persisted: -1, next: base}
 }
 
 // add accounts for one batch at the end of what the index covers.
@@ -62,6 +63,7 @@ func (v *viewIndex) add(h *record.BatchHeader, pos record.Position, rendered int
 	v.sinceEntry += rendered
 	v.covered = end
 	v.lastBatchPos, v.lastBatchCRC = pos, h.CRC
+	v.next = h.NextOffset()
 }
 
 // batchSize renders a batch to count its bytes. Control batches render as
@@ -93,6 +95,9 @@ func (v *viewIndex) extend(s *segment, size record.Position) error {
 	sc := record.NewScanner(s.log, v.covered, size, record.ScanOptions{})
 	for sc.Next() {
 		b := sc.Batch()
+		if err := b.CheckFollows(s.base, v.next); err != nil {
+			return record.WithFile(err, s.logPath())
+		}
 		n, err := v.batchSize(b)
 		if err != nil {
 			return record.WithFile(err, s.logPath())
@@ -361,6 +366,7 @@ func readViewIndex(s *segment) (*viewIndex, error) {
 		if err != nil || h.CRC != v.lastBatchCRC || v.lastBatchPos+record.Position(h.Size()) != v.covered {
 			return nil, bad("log changed since it was written")
 		}
+		v.next = h.NextOffset()
 	}
 	v.persisted = v.covered
 	return v, nil
