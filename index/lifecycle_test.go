@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -357,4 +358,45 @@ func TestFlush(t *testing.T) {
 	defer y.Close()
 	require.NoError(t, y.Flush(), "an index never used has nothing to flush")
 	require.False(t, y.Mapped())
+}
+
+// TestWritableMappingReadsNoAround: the mapping of an index being written
+// is advised random (VmFlags "rr" in /proc/self/smaps), so that the first
+// write to each page of the preallocated, sparse file does not read around
+// it (see mmapFd).
+func TestWritableMappingReadsNoAround(t *testing.T) {
+	if _, err := os.Stat("/proc/self/smaps"); err != nil {
+		t.Skip("no /proc/self/smaps")
+	}
+	dir := t.TempDir()
+	off, err := CreateOffsetIndex(filepath.Join(dir, "00000000000000000000.index"), 0, Options{})
+	require.NoError(t, err)
+	defer off.Close()
+	tim, err := CreateTimeIndex(filepath.Join(dir, "00000000000000000000.timeindex"), 0, Options{})
+	require.NoError(t, err)
+	defer tim.Close()
+	for _, p := range []string{off.path, tim.path} {
+		flags := vmFlags(t, p)
+		require.Contains(t, flags, "wr", p)
+		require.Contains(t, flags, "rr", "%s is mapped without MADV_RANDOM", p)
+	}
+}
+
+// vmFlags returns the VmFlags of the mapping of path in /proc/self/smaps.
+func vmFlags(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/smaps")
+	require.NoError(t, err)
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) >= 6 && strings.Contains(fields[0], "-"):
+			in = fields[len(fields)-1] == path
+		case in && len(fields) > 0 && fields[0] == "VmFlags:":
+			return fields[1:]
+		}
+	}
+	t.Fatalf("%s is not mapped", path)
+	return nil
 }

@@ -224,6 +224,41 @@ func benchAppend(b *testing.B, size, batch int, sync bool) {
 	b.ReportMetric(float64(b.N*batch)/ours.Seconds(), "records/s")
 }
 
+// BenchmarkAppendRoll appends 1 MiB batches (64 records of 16 KiB) to a
+// partition whose segments hold one each, so every append rolls: it
+// measures what a roll costs the appender (new files, sealed indexes, the
+// view index sidecar), with the append itself.
+func BenchmarkAppendRoll(b *testing.B) {
+	dir := benchDir(b)
+	defer os.RemoveAll(dir)
+	l, err := Open(dir, Options{Logger: testLogger(b), RetentionCheckInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	top, err := l.CreateTopic("bench", 1, small("segment.bytes=1200000", "flush.ms=-1", "retention.ms=-1"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, _ := top.Partition(0)
+	recs := make([]Record, 64)
+	for i := range recs {
+		recs[i].Value = make([]byte, 16<<10)
+		benchValue(recs[i].Value, int64(i))
+	}
+	b.SetBytes(64 << 14)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := p.Append(recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if segs := len(p.SegmentBases()); segs < b.N {
+		b.Fatalf("%d segments after %d appends: not every append rolled", segs, b.N)
+	}
+}
+
 // Lookups run on partitions written in batches of 1 record (what a producer
 // without linger sends) and of 64: a lookup reads and checks the whole batch
 // that holds its record, so big batches cost what reading them costs.
