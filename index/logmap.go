@@ -104,20 +104,27 @@ func (m *LogMap) Close() error {
 // false: the scanner goes on from there and reports what is wrong, if
 // anything.
 //
+// from is the least base offset the batch at pos may have, and each batch
+// after it must start at or above the end of the one before: a base
+// offset that goes back is one of the rules (the CRC does not cover it).
+// ended is that bound for the batch at the returned position: where the
+// batch before it ended, or from.
+//
 // ahead is how far from pos the batch is expected to start at the latest:
 // those bytes are fetched into the CPU's cache before the walk, all at
 // once (see prefetch).
-func (m *LogMap) FindBatch(pos, end record.Position, target record.Offset, ahead int) (at record.Position, found bool, err error) {
+func (m *LogMap) FindBatch(pos, end record.Position, target, from record.Offset, ahead int) (at record.Position, ended record.Offset, found bool, err error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.data == nil {
-		return pos, false, ErrClosed
+		return pos, from, false, ErrClosed
 	}
 	end = min(end, record.Position(len(m.data)))
+	next := from
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			at, found, err = pos, false, faultError(r, m.path, int64(pos))
+			at, ended, found, err = pos, next, false, faultError(r, m.path, int64(pos))
 		}
 	}()
 	if pos >= 0 && pos < end && ahead > 0 {
@@ -128,15 +135,16 @@ func (m *LogMap) FindBatch(pos, end record.Position, target record.Offset, ahead
 		base := int64(binary.BigEndian.Uint64(h[0:]))
 		n := int64(int32(binary.BigEndian.Uint32(h[8:]))) + record.LogOverhead
 		lastDelta := int32(binary.BigEndian.Uint32(h[23:]))
-		if h[16] != record.Magic || n < record.HeaderSize || n > int64(end-pos) || base < 0 || lastDelta < 0 {
+		if h[16] != record.Magic || n < record.HeaderSize || n > int64(end-pos) || base < int64(next) || lastDelta < 0 {
 			break
 		}
-		if record.Offset(base+int64(lastDelta)) >= target {
-			return pos, true, nil
+		last := record.Offset(base + int64(lastDelta))
+		if last >= target {
+			return pos, next, true, nil
 		}
-		pos += record.Position(n)
+		pos, next = pos+record.Position(n), last+1
 	}
-	return pos, false, nil
+	return pos, next, false, nil
 }
 
 // faultError turns the panic of a memory fault in a mapping into

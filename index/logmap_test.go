@@ -70,7 +70,7 @@ func TestLogMapReadAt(t *testing.T) {
 	require.NoError(t, m.Close(), "Close is idempotent")
 	_, err = m.ReadAt(got[:1], 0)
 	require.ErrorIs(t, err, ErrClosed)
-	_, _, err = m.FindBatch(0, record.Position(len(want)), 0, 4096)
+	_, _, _, err = m.FindBatch(0, record.Position(len(want)), 0, 0, 4096)
 	require.ErrorIs(t, err, ErrClosed)
 }
 
@@ -105,7 +105,7 @@ func TestLogMapTruncatedUnderneath(t *testing.T) {
 
 	_, err = m.ReadAt(make([]byte, 16), 0)
 	require.ErrorIs(t, err, ErrFault)
-	_, _, err = m.FindBatch(0, record.Position(st.Size()), 3, 4096)
+	_, _, _, err = m.FindBatch(0, record.Position(st.Size()), 3, 0, 4096)
 	require.ErrorIs(t, err, ErrFault)
 }
 
@@ -120,21 +120,23 @@ func TestLogMapFindBatch(t *testing.T) {
 
 	// Offsets 0 | 1 2 3 | 4 | 5 6 7 8 9
 	batchOf := []int{0, 1, 1, 1, 2, 3, 3, 3, 3, 3}
+	firstOf := []record.Offset{0, 1, 4, 5}
 	for off, i := range batchOf {
 		for from := 0; from <= i; from++ {
-			at, found, err := m.FindBatch(pos[from], end, record.Offset(off), 4096)
+			at, ended, found, err := m.FindBatch(pos[from], end, record.Offset(off), firstOf[from], 4096)
 			require.NoError(t, err)
 			require.True(t, found, "offset %d from batch %d", off, from)
 			require.Equal(t, pos[i], at, "offset %d from batch %d", off, from)
+			require.Equal(t, firstOf[i], ended, "the batch before ends where batch %d begins", i)
 		}
 	}
-	at, found, err := m.FindBatch(pos[0], end, 10, 4096)
+	at, _, found, err := m.FindBatch(pos[0], end, 10, 0, 4096)
 	require.NoError(t, err)
 	require.False(t, found, "past the last batch")
 	require.Equal(t, end, at)
 
 	// A range that ends inside the last batch stops at its start.
-	at, found, err = m.FindBatch(pos[0], end-1, 9, 4096)
+	at, _, found, err = m.FindBatch(pos[0], end-1, 9, 0, 4096)
 	require.NoError(t, err)
 	require.False(t, found)
 	require.Equal(t, pos[3], at)
@@ -142,14 +144,29 @@ func TestLogMapFindBatch(t *testing.T) {
 	// A bad header stops the walk where it is, for the caller to report.
 	_, err = f.WriteAt([]byte{99}, int64(pos[2])+16) // magic
 	require.NoError(t, err)
-	at, found, err = m.FindBatch(pos[0], end, 7, 4096)
+	at, _, found, err = m.FindBatch(pos[0], end, 7, 0, 4096)
 	require.NoError(t, err)
 	require.False(t, found)
 	require.Equal(t, pos[2], at)
-	at, found, err = m.FindBatch(pos[0], end, 2, 4096)
+	at, _, found, err = m.FindBatch(pos[0], end, 2, 0, 4096)
 	require.NoError(t, err)
 	require.True(t, found, "batches before the bad one are still found")
 	require.Equal(t, pos[1], at)
+
+	// So does a base offset that goes back below where the batch before
+	// ended (batch 1 claiming offset 0), or below from.
+	_, err = f.WriteAt([]byte{0, 0, 0, 0, 0, 0, 0, 0}, int64(pos[1]))
+	require.NoError(t, err)
+	at, ended, found, err := m.FindBatch(pos[0], end, 4, 0, 4096)
+	require.NoError(t, err)
+	require.False(t, found)
+	require.Equal(t, pos[1], at)
+	require.Equal(t, record.Offset(1), ended)
+	at, ended, found, err = m.FindBatch(pos[1], end, 4, 1, 4096)
+	require.NoError(t, err)
+	require.False(t, found)
+	require.Equal(t, pos[1], at)
+	require.Equal(t, record.Offset(1), ended)
 }
 
 func TestMapLogRejectsBadSizes(t *testing.T) {

@@ -242,7 +242,7 @@ func TestSeekBelowSegmentBase(t *testing.T) {
 	require.True(t, s.acquire())
 	defer s.release()
 	var sc record.Scanner
-	found, err := s.seek(&sc, s.base-5, readerScan)
+	found, _, err := s.seek(&sc, s.base-5, readerScan)
 	require.NoError(t, err)
 	require.True(t, found)
 	require.True(t, sc.Next())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -390,11 +391,16 @@ func (p *Partition) Size() int64 {
 // timestamp reaches ts, then its indexes, then a scan. When no record is
 // that recent it returns the log end offset.
 func (p *Partition) OffsetForTime(ts int64) (record.Offset, error) {
-	for _, s := range p.segments() {
+	segs := p.segments()
+	for i, s := range segs {
 		if !s.acquire() {
 			continue // deleted under us: the next segment is newer anyway
 		}
-		off, found, err := p.findTimeIn(s, ts)
+		limit := record.Offset(math.MaxInt64)
+		if i+1 < len(segs) {
+			limit = segs[i+1].base
+		}
+		off, found, err := p.findTimeIn(s, ts, limit)
 		s.release()
 		if err != nil || found {
 			return off, err
@@ -403,12 +409,14 @@ func (p *Partition) OffsetForTime(ts int64) (record.Offset, error) {
 	return p.EndOffset(), nil
 }
 
-func (p *Partition) findTimeIn(s *segment, ts int64) (record.Offset, bool, error) {
+// findTimeIn is findTime in s if s has a timestamp at or above ts; limit
+// is the base offset of the segment after s.
+func (p *Partition) findTimeIn(s *segment, ts int64, limit record.Offset) (record.Offset, bool, error) {
 	mt, err := s.maxTimestamp()
 	if err != nil || mt < ts {
 		return 0, false, err
 	}
-	return s.findTime(ts, p.StartOffset())
+	return s.findTime(ts, p.StartOffset(), limit)
 }
 
 // floorSegment returns the index of the last segment whose base offset is

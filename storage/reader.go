@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/logfs/logfs/record"
 )
@@ -25,8 +26,10 @@ type Reader struct {
 
 	seg     *segment // pinned
 	sc      record.Scanner
-	ended   record.Offset // where the last batch read from sc ended, or seg.base
-	err     error         // a batch out of offset order: returned until Seek
+	ended   record.Offset   // where the last batch read from sc ended, or a lower bound for the next
+	lastPos record.Position // the position of that batch
+	limit   record.Offset   // the next segment's base offset, or 0 when not looked up yet
+	err     error           // a batch out of offset order, or a failed Seek: returned until Seek
 	dec     record.Decoder
 	it      record.RecordIter
 	inBatch bool
@@ -69,8 +72,8 @@ func (r *Reader) Seek(from record.Offset) error {
 			}
 			r.seg = s
 		}
-		r.ended = s.base
-		_, err := s.seek(&r.sc, from, readerScan)
+		_, ended, err := s.seek(&r.sc, from, readerScan)
+		r.ended, r.err, r.limit = ended, err, 0 // a Seek that failed fails the reads after it too
 		return err
 	}
 }
@@ -126,11 +129,15 @@ func (r *Reader) nextBatch() (*record.Batch, error) {
 		r.sc.Extend(size)
 		if r.sc.Next() {
 			b := r.sc.Batch()
-			if err := b.CheckFollows(r.seg.base, r.ended); err != nil {
+			err := b.CheckFollows(r.seg.base, r.ended)
+			if err == nil && b.LastOffset() >= r.segmentLimit() {
+				err = beyondSegment(b.Pos, b.LastOffset(), r.limit)
+			}
+			if err != nil {
 				r.err = record.WithFile(err, r.seg.logPath())
 				return nil, r.err
 			}
-			r.ended = b.NextOffset()
+			r.ended, r.lastPos = b.NextOffset(), b.Pos
 			return b, nil
 		}
 		if err := r.sc.Err(); err != nil {
@@ -143,13 +150,32 @@ func (r *Reader) nextBatch() (*record.Batch, error) {
 		if record.Position(r.seg.size.Load()) > size {
 			continue // the segment grew before it was rolled
 		}
+		if r.ended > next.base {
+			// The last batch read claims offsets of the next segment,
+			// which was not there yet when it was read.
+			r.err = record.WithFile(beyondSegment(r.lastPos, r.ended-1, next.base), r.seg.logPath())
+			return nil, r.err
+		}
 		if !next.acquire() {
 			continue
 		}
 		r.seg.release()
-		r.seg, r.ended = next, next.base
+		r.seg, r.ended, r.limit = next, next.base, 0
 		r.sc.Reset(next.reader(), 0, record.Position(next.size.Load()), readerScan)
 	}
+}
+
+// segmentLimit returns the base offset of the segment after the reader's,
+// below which every offset of its segment lies; math.MaxInt64 while it is
+// the newest (looked up again then, as it may have rolled).
+func (r *Reader) segmentLimit() record.Offset {
+	if r.limit == 0 || r.limit == math.MaxInt64 {
+		r.limit = math.MaxInt64
+		if next := r.p.segmentAfter(r.seg.base); next != nil {
+			r.limit = next.base
+		}
+	}
+	return r.limit
 }
 
 // Wait blocks until a record past the reader's position may be there, the

@@ -670,17 +670,21 @@ func TestSegmentsMapsNoIndex(t *testing.T) {
 
 // TestReaderRefusesBatchesOutOfOffsetOrder: the CRC does not cover a
 // batch's base offset, so a corrupt one is caught by its place among the
-// other batches. The reader returns every record before the batch, then
-// the same corruption error on every call until a Seek.
+// other batches. A reader returns every record before the batch, then the
+// same corruption error on every call until a Seek; a Seek, a lookup by
+// time and the views that pass over it fail the same way.
 func TestReaderRefusesBatchesOutOfOffsetOrder(t *testing.T) {
 	cases := map[string]struct {
-		segment, batch int    // the batch to corrupt, counted in its segment
-		base           uint64 // its new base offset
+		segment, batch int    // the batch to corrupt, counted in its segment; -1 is the last
+		base           uint64 // its new base offset; 0 with next: the next segment's base
+		next           bool
 	}{
-		"below the batch before":   {segment: 0, batch: 3, base: 1},
-		"below the segment's base": {segment: 1, batch: 0, base: 0},
-		"beyond a relative offset": {segment: 0, batch: 5, base: 6365935208268564448},
-		"negative":                 {segment: 1, batch: 2, base: 1 << 63},
+		"below the batch before":    {segment: 0, batch: 3, base: 1},
+		"below the segment's base":  {segment: 1, batch: 0, base: 0},
+		"beyond a relative offset":  {segment: 0, batch: 5, base: 6365935208268564448},
+		"negative":                  {segment: 1, batch: 2, base: 1 << 63},
+		"into the next segment":     {segment: 0, batch: -1, next: true},
+		"into the next, from first": {segment: 1, batch: 0, next: true},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -691,21 +695,40 @@ func TestReaderRefusesBatchesOutOfOffsetOrder(t *testing.T) {
 			require.NoError(t, err)
 			p, err := top.Partition(0)
 			require.NoError(t, err)
+			ts := func(off record.Offset) int64 { return 1_700_000_000_000 + 10*int64(off) }
 			for i := 0; i < 60; i++ {
-				_, err := p.Append(values(2, fmt.Sprintf("b%d", i)))
+				recs := values(2, fmt.Sprintf("b%d", i))
+				for j := range recs {
+					recs[j].Timestamp = ts(record.Offset(2*i + j))
+				}
+				_, err := p.Append(recs)
 				require.NoError(t, err)
 			}
-			seg := p.segments()[c.segment]
+			segs := p.segments()
+			require.Greater(t, len(segs), c.segment+1)
+			seg := segs[c.segment]
+			var batches []record.Batch
 			sc := record.NewScanner(seg.log, 0, record.Position(seg.size.Load()), record.ScanOptions{HeadersOnly: true})
-			for range c.batch + 1 {
-				require.True(t, sc.Next())
+			for sc.Next() {
+				batches = append(batches, *sc.Batch())
 			}
-			bad := *sc.Batch()
+			require.NoError(t, sc.Err())
+			bad := batches[(c.batch+len(batches))%len(batches)]
+			base := c.base
+			if c.next {
+				base = uint64(segs[c.segment+1].base)
+			}
 			f, err := os.OpenFile(seg.logPath(), os.O_RDWR, 0)
 			require.NoError(t, err)
-			_, err = f.WriteAt(binary.BigEndian.AppendUint64(nil, c.base), int64(bad.Pos))
+			_, err = f.WriteAt(binary.BigEndian.AppendUint64(nil, base), int64(bad.Pos))
 			require.NoError(t, err)
 			require.NoError(t, f.Close())
+			isBad := func(err error) {
+				t.Helper()
+				require.ErrorIs(t, err, record.ErrCorrupt)
+				require.Contains(t, err.Error(), seg.logPath())
+				require.Contains(t, err.Error(), fmt.Sprintf("position %d", bad.Pos))
+			}
 
 			r, err := p.NewReader(0)
 			require.NoError(t, err)
@@ -714,9 +737,7 @@ func TestReaderRefusesBatchesOutOfOffsetOrder(t *testing.T) {
 			for ; ; n++ {
 				rec, err := r.Next()
 				if err != nil {
-					require.ErrorIs(t, err, record.ErrCorrupt)
-					require.Contains(t, err.Error(), seg.logPath())
-					require.Contains(t, err.Error(), fmt.Sprintf("position %d", bad.Pos))
+					isBad(err)
 					_, again := r.Next()
 					require.Equal(t, err, again)
 					break
@@ -729,7 +750,26 @@ func TestReaderRefusesBatchesOutOfOffsetOrder(t *testing.T) {
 			require.NoError(t, err, "a Seek clears the error")
 			require.Equal(t, record.Offset(0), rec.Offset)
 
-			// A view refuses it too, sequentially and from a random read.
+			// A Seek to the bad batch's records, or past them within its
+			// segment, walks over it.
+			for _, off := range []record.Offset{bad.BaseOffset, bad.LastOffset(), bad.NextOffset()} {
+				if off >= segs[c.segment+1].base || off == seg.base {
+					continue // in the next segment, or found by the index
+				}
+				err := r.Seek(off)
+				if err == nil {
+					_, err = r.Next()
+				}
+				isBad(err)
+			}
+			// So does a lookup by time that reaches it.
+			if bad.BaseOffset > seg.base {
+				_, err = p.OffsetForTime(ts(bad.LastOffset()))
+				isBad(err)
+			}
+
+			// A view refuses it too, read on from before it, and again
+			// at the same place.
 			for f := Format(0); f < numFormats; f++ {
 				v, err := p.NewView(f, 0)
 				require.NoError(t, err)
@@ -746,6 +786,79 @@ func TestReaderRefusesBatchesOutOfOffsetOrder(t *testing.T) {
 				}
 				_, err = v.ReadAt(buf, off)
 				require.ErrorIs(t, err, record.ErrCorrupt, "%v view, read again", f)
+			}
+		})
+	}
+}
+
+// TestViewReadAfterErrorRendersAgain: a view serves every byte rendered
+// before a corrupt batch, then fails the read that reaches it, and keeps
+// failing there: a read after the error is not answered from what a
+// render left behind. (With render-ahead, a read of good bytes used to fail
+// when the rendering ahead of it met the bad batch, and a read after that
+// got the wrong bytes.)
+func TestViewReadAfterErrorRendersAgain(t *testing.T) {
+	for f := Format(0); f < numFormats; f++ {
+		t.Run(f.String(), func(t *testing.T) {
+			l := openLog(t, t.TempDir(), Options{})
+			top, err := l.CreateTopic("t", 1, nil)
+			require.NoError(t, err)
+			p, err := top.Partition(0)
+			require.NoError(t, err)
+			for i := 0; i < 200; i++ {
+				_, err := p.Append(values(4, fmt.Sprintf("record-%03d", i)))
+				require.NoError(t, err)
+			}
+			want := renderAll(t, p, f, 0)
+			v, err := p.NewView(f, 0)
+			require.NoError(t, err)
+			defer v.Close()
+			_, err = v.Size() // the view index covers every batch from here on
+			require.NoError(t, err)
+			buf := make([]byte, 100)
+			_, err = v.ReadAt(buf, 0)
+			require.NoError(t, err)
+
+			// Corrupt a value a third of the way in (the CRC fails), and
+			// put it back at the end for openLog's Check.
+			seg := p.segments()[0]
+			var pos []record.Position
+			sc := record.NewScanner(seg.log, 0, record.Position(seg.size.Load()), record.ScanOptions{HeadersOnly: true})
+			for sc.Next() {
+				pos = append(pos, sc.Batch().Pos)
+			}
+			bad := len(pos) / 3
+			before := len(want) - len(renderAll(t, p, f, record.Offset(4*bad))) // the batches before the bad one
+			at := int64(pos[bad]) + record.HeaderSize + 20
+			lf, err := os.OpenFile(seg.logPath(), os.O_RDWR, 0)
+			require.NoError(t, err)
+			orig := make([]byte, 2)
+			_, err = lf.ReadAt(orig, at)
+			require.NoError(t, err)
+			_, err = lf.WriteAt([]byte{orig[0] ^ 0xff, orig[1] ^ 0xff}, at)
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				_, err := lf.WriteAt(orig, at)
+				require.NoError(t, err)
+				require.NoError(t, lf.Close())
+			})
+
+			var got []byte
+			off := int64(100)
+			got = append(got, want[:100]...)
+			for {
+				k, err := v.ReadAt(buf, off)
+				got = append(got, buf[:k]...)
+				off += int64(k)
+				if err != nil {
+					require.ErrorIs(t, err, record.ErrCorrupt)
+					break
+				}
+			}
+			require.Equal(t, string(want[:before]), string(got), "every byte before the bad batch, and only those")
+			for range 3 {
+				_, err = v.ReadAt(buf, off)
+				require.ErrorIs(t, err, record.ErrCorrupt, "read again at %d", off)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"io"
+	"math"
 	"sync"
 
 	"github.com/logfs/logfs/record"
@@ -32,16 +33,22 @@ type View struct {
 	closed bool
 
 	// chunk caches rendered bytes [chunkAt, chunkAt+len(chunk)) of
-	// segs[chunkSeg], which end at log position chunkEnd, a batch boundary.
-	chunk    []byte
-	chunkSeg int
-	chunkAt  int64
-	chunkEnd record.Position
+	// segs[chunkSeg], which end at log position chunkEnd, a batch boundary;
+	// chunkEnded is the least base offset the batch there may have (where
+	// the batch before it ended, see Reader.ended).
+	chunk      []byte
+	chunkSeg   int
+	chunkAt    int64
+	chunkEnd   record.Position
+	chunkEnded record.Offset
+
 	sc       record.Scanner
 	scSeg    int
 	scEnd    record.Position
 	scOK     bool
-	scEnded  record.Offset // where the last batch sc read ended (see Reader.ended)
+	scEnded  record.Offset // where the last batch sc read ended
+	limit    record.Offset // see segmentLimit
+	limitSeg int
 	dec      record.Decoder
 }
 
@@ -62,7 +69,7 @@ func (p *Partition) NewView(f Format, start record.Offset) (*View, error) {
 			s.release()
 			return nil, err
 		}
-		return &View{p: p, format: f, segs: []*segment{s}, totals: []int64{-1}, skip: skip, chunkSeg: -1, scSeg: -1}, nil
+		return &View{p: p, format: f, segs: []*segment{s}, totals: []int64{-1}, skip: skip, chunkSeg: -1, scSeg: -1, limitSeg: -1}, nil
 	}
 }
 
@@ -186,21 +193,22 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 }
 
 // renderAt returns rendered bytes of segs[i] from local on (at least want of
-// them when the segment has them), or none at the segment's current end.
-func (v *View) renderAt(i int, local int64, want int) ([]byte, error) {
+// them when the segment has them), or none at the segment's current end. A
+// bad batch fails the render only if nothing before it reaches local: what
+// does is returned, and the chunk ends at the bad batch, for the read that
+// reaches it to fail.
+func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 	if v.chunkSeg == i && local >= v.chunkAt && local < v.chunkAt+int64(len(v.chunk)) {
 		return v.chunk[local-v.chunkAt:], nil
 	}
+	defer v.dropChunkOnError(&err)
 	s := v.segs[i]
 	sequential := v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk))
 	var from record.Position
 	var at int64
-	ended := s.base // a lower bound for the base offset of the batch at from
+	var ended record.Offset // the least base offset the batch at from may have
 	if sequential {
-		from, at = v.chunkEnd, local // carry on after the chunk
-		if v.scSeg == i && v.sc.Pos() == from {
-			ended = v.scEnded
-		}
+		from, at, ended = v.chunkEnd, local, v.chunkEnded // carry on after the chunk
 	} else {
 		e := s.views.get(s, v.format).locate(local)
 		from, at, ended = e.pos, e.rendered, e.base
@@ -225,35 +233,29 @@ func (v *View) renderAt(i int, local int64, want int) ([]byte, error) {
 		limit = 1
 	}
 	for {
+		before, atBefore, kept := v.scEnded, at, len(v.chunk)
+		var pos record.Position
 		if !v.sc.Next() {
 			v.scOK = false
-			if err := v.sc.Err(); err != nil {
-				return nil, record.WithFile(err, s.logPath())
+			if err = v.sc.Err(); err == nil {
+				break
 			}
-			break
+			pos = v.sc.Pos() // where the bad bytes begin
+		} else {
+			var b *record.Batch
+			pos = v.sc.Batch().Pos
+			if b, err = v.scanned(i); err == nil && !b.Attributes.Control() {
+				err = v.renderBatch(b, local, &at)
+			}
 		}
-		b, err := v.scanned(s)
 		if err != nil {
-			return nil, err
-		}
-		if !b.Attributes.Control() {
-			it, err := v.dec.Records(b)
-			if err != nil {
-				return nil, record.WithFile(err, s.logPath())
+			at, v.chunk = atBefore, v.chunk[:kept] // nothing of the bad batch
+			v.scOK = false
+			if at+int64(len(v.chunk)) > local {
+				v.chunkAt, v.chunkEnd, v.chunkEnded = at, pos, before
+				return v.chunk[local-at:], nil
 			}
-			for it.Next() {
-				r := it.Record()
-				if len(v.chunk) == 0 && v.format == Values && at+int64(len(r.Value))+1 <= local {
-					// Wholly before the wanted byte, and its size is
-					// known without rendering it: skip it.
-					at += int64(len(r.Value)) + 1
-					continue
-				}
-				v.chunk = v.format.Append(v.chunk, r)
-			}
-			if err := it.Err(); err != nil {
-				return nil, record.WithFile(err, s.logPath())
-			}
+			return nil, record.WithFile(err, s.logPath())
 		}
 		if at+int64(len(v.chunk)) <= local {
 			// Still before the wanted byte: drop this batch's rendering.
@@ -265,82 +267,147 @@ func (v *View) renderAt(i int, local int64, want int) ([]byte, error) {
 			break
 		}
 	}
-	v.chunkAt, v.chunkEnd = at, v.sc.Pos()
+	v.chunkAt, v.chunkEnd, v.chunkEnded = at, v.sc.Pos(), v.scEnded
 	if local < v.chunkAt || local >= v.chunkAt+int64(len(v.chunk)) {
 		return nil, nil
 	}
 	return v.chunk[local-v.chunkAt:], nil
 }
 
+// renderBatch appends the rendering of b's records to the chunk. While the
+// chunk is empty, a Values record that ends before local is skipped on its
+// length alone, and *at moves past it.
+func (v *View) renderBatch(b *record.Batch, local int64, at *int64) error {
+	it, err := v.dec.Records(b)
+	if err != nil {
+		return err
+	}
+	for it.Next() {
+		r := it.Record()
+		if len(v.chunk) == 0 && v.format == Values && *at+int64(len(r.Value))+1 <= local {
+			// Wholly before the wanted byte, and its size is known
+			// without rendering it: skip it.
+			*at += int64(len(r.Value)) + 1
+			continue
+		}
+		v.chunk = v.format.Append(v.chunk, r)
+	}
+	return it.Err()
+}
+
 // renderInto renders the values of segs[i] from local on, which is where
 // the chunk ends, straight into dst, while whole records fit; the record
 // that does not and the rest of its batch go to the chunk for the next
 // read. It returns how many bytes it rendered into dst; 0 with an empty
-// chunk means the segment's end.
-func (v *View) renderInto(i int, local int64, dst []byte) (int, error) {
+// chunk means the segment's end. Like renderAt, it fails at a bad batch
+// only if it rendered nothing before it.
+func (v *View) renderInto(i int, local int64, dst []byte) (_ int, err error) {
+	defer v.dropChunkOnError(&err)
 	s := v.segs[i]
 	size := record.Position(s.size.Load())
 	if v.scSeg != i || !v.scOK || v.sc.Pos() != v.chunkEnd {
-		ended := s.base
-		if v.scSeg == i && v.sc.Pos() == v.chunkEnd {
-			ended = v.scEnded // where the batch before chunkEnd ended
-		}
 		v.sc.Reset(s.log, v.chunkEnd, size, readerScan)
-		v.scSeg, v.scOK, v.scEnded = i, true, ended
+		v.scSeg, v.scOK, v.scEnded = i, true, v.chunkEnded
 	}
 	v.sc.Extend(size)
 	v.scEnd = size
 	v.chunk = v.chunk[:0]
 	n, spilled := 0, false
 	for !spilled && n < len(dst) {
+		before, nBefore := v.scEnded, n
+		var pos record.Position
 		if !v.sc.Next() {
 			v.scOK = false
-			if err := v.sc.Err(); err != nil {
-				return n, record.WithFile(err, s.logPath())
+			if err = v.sc.Err(); err == nil {
+				break
 			}
-			break
-		}
-		b, err := v.scanned(s)
-		if err != nil {
-			return n, err
-		}
-		if b.Attributes.Control() {
-			continue
-		}
-		it, err := v.dec.Records(b)
-		if err != nil {
-			return n, record.WithFile(err, s.logPath())
-		}
-		for it.Next() {
-			r := it.Record()
-			if spilled || n+len(r.Value)+1 > len(dst) {
-				spilled = true
-				v.chunk = Values.Append(v.chunk, r)
-				continue
+			pos = v.sc.Pos()
+		} else {
+			var b *record.Batch
+			pos = v.sc.Batch().Pos
+			if b, err = v.scanned(i); err == nil && !b.Attributes.Control() {
+				n, spilled, err = v.renderValues(b, dst, n)
 			}
-			n += copy(dst[n:], r.Value)
-			dst[n] = '\n'
-			n++
 		}
-		if err := it.Err(); err != nil {
-			return n, record.WithFile(err, s.logPath())
+		if err != nil {
+			n, v.chunk = nBefore, v.chunk[:0] // nothing of the bad batch
+			v.scOK = false
+			if n > 0 {
+				v.chunkAt, v.chunkEnd, v.chunkEnded = local+int64(n), pos, before
+				return n, nil
+			}
+			return 0, record.WithFile(err, s.logPath())
 		}
 	}
-	v.chunkAt, v.chunkEnd = local+int64(n), v.sc.Pos()
+	v.chunkAt, v.chunkEnd, v.chunkEnded = local+int64(n), v.sc.Pos(), v.scEnded
 	return n, nil
 }
 
-// scanned returns the batch v.sc just read from s, checked to follow the
-// one before it (record.Batch.CheckFollows); a batch that does not ends
-// the scan.
-func (v *View) scanned(s *segment) (*record.Batch, error) {
-	b := v.sc.Batch()
-	if err := b.CheckFollows(s.base, v.scEnded); err != nil {
-		v.scOK = false
-		return nil, record.WithFile(err, s.logPath())
+// renderValues copies the values of b's records into dst from n on, each
+// followed by '\n', while they fit; the first that does not and the rest
+// go to the chunk, and spilled says so.
+func (v *View) renderValues(b *record.Batch, dst []byte, n int) (_ int, spilled bool, _ error) {
+	it, err := v.dec.Records(b)
+	if err != nil {
+		return n, false, err
+	}
+	for it.Next() {
+		r := it.Record()
+		if spilled || n+len(r.Value)+1 > len(dst) {
+			spilled = true
+			v.chunk = Values.Append(v.chunk, r)
+			continue
+		}
+		n += copy(dst[n:], r.Value)
+		dst[n] = '\n'
+		n++
+	}
+	return n, spilled, it.Err()
+}
+
+// dropChunkOnError forgets the chunk when a render fails, so that a read
+// after the error renders again (and fails again) instead of finding a
+// chunk whose bytes, chunkAt and chunkEnd no longer go together.
+func (v *View) dropChunkOnError(err *error) {
+	if *err != nil {
+		v.chunk, v.chunkSeg = v.chunk[:0], -1
+	}
+}
+
+// scanned returns the batch v.sc just read from segs[i], checked to follow
+// the one before it (record.Batch.CheckFollows) and to end below the next
+// segment's base offset.
+func (v *View) scanned(i int) (*record.Batch, error) {
+	s, b := v.segs[i], v.sc.Batch()
+	err := b.CheckFollows(s.base, v.scEnded)
+	if limit := v.segmentLimit(i); err == nil && b.LastOffset() >= limit {
+		err = beyondSegment(b.Pos, b.LastOffset(), limit)
+	}
+	if err != nil {
+		return nil, err
 	}
 	v.scEnded = b.NextOffset()
 	return b, nil
+}
+
+// segmentLimit returns the base offset of the segment after segs[i], or
+// math.MaxInt64 while segs[i] is the newest (looked up again then, as it
+// may have rolled).
+func (v *View) segmentLimit(i int) record.Offset {
+	if v.limitSeg != i || v.limit == math.MaxInt64 {
+		v.limitSeg, v.limit = i, math.MaxInt64
+		if next := v.p.segmentAfter(v.segs[i].base); next != nil {
+			v.limit = next.base
+		}
+	}
+	return v.limit
+}
+
+// beyondSegment is the error for a batch at pos whose last offset is at or
+// above the base offset of the segment after its own.
+func beyondSegment(pos record.Position, last, next record.Offset) error {
+	return &record.CorruptError{Pos: pos, Err: record.ErrCorrupt,
+		Reason: fmt.Sprintf("last offset %d is at or above the next segment's base offset %d", last, next)}
 }
 
 // Close releases the view's segments.
