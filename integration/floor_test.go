@@ -82,11 +82,7 @@ func mountFloor(t testing.TB, size int64) string {
 		},
 	})
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		if err := srv.Unmount(); err != nil {
-			t.Errorf("unmount floor: %v", err)
-		}
-	})
+	t.Cleanup(func() { unmountAt(t, srv, mp) })
 	return filepath.Join(mp, "data")
 }
 

@@ -119,7 +119,10 @@ func mountServer(t testing.TB, l *storage.Log, o fs.Options) (*fs.Server, string
 // unmount unmounts, retrying while processes still let go of their files,
 // and detaches lazily as a last resort so that no test leaves a mount
 // behind.
-func unmount(t testing.TB, srv *fs.Server) {
+func unmount(t testing.TB, srv *fs.Server) { unmountAt(t, srv, srv.Mountpoint()) }
+
+// unmountAt is unmount for any server mounted at mp (the floor's as well).
+func unmountAt(t testing.TB, srv interface{ Unmount() error }, mp string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := srv.Unmount()
@@ -128,7 +131,7 @@ func unmount(t testing.TB, srv *fs.Server) {
 		}
 		if time.Now().After(deadline) {
 			t.Errorf("unmount: %v; detaching lazily", err)
-			if err := syscall.Unmount(srv.Mountpoint(), syscall.MNT_DETACH); err != nil {
+			if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil {
 				t.Errorf("lazy unmount: %v", err)
 			}
 			return
