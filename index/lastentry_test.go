@@ -73,7 +73,7 @@ func TestLookupSpan(t *testing.T) {
 	defer x.Close()
 	sp, err := x.LookupSpan(50)
 	require.NoError(t, err)
-	require.Equal(t, Span{Off: 10, Pos: 0, NextPos: -1}, sp, "empty")
+	require.Equal(t, Span{Off: 10, Pos: 0, From: 10, NextPos: -1}, sp, "empty")
 	for i := 1; i <= 3; i++ {
 		require.NoError(t, x.Append(record.Offset(10+10*i), record.Position(100*i)))
 	}
@@ -81,13 +81,13 @@ func TestLookupSpan(t *testing.T) {
 		target record.Offset
 		want   Span
 	}{
-		{5, Span{10, 0, 20, 100}},
-		{15, Span{10, 0, 20, 100}},
-		{20, Span{20, 100, 30, 200}},
-		{29, Span{20, 100, 30, 200}},
-		{30, Span{30, 200, 40, 300}},
-		{40, Span{40, 300, 0, -1}},
-		{99, Span{40, 300, 0, -1}},
+		{5, Span{Off: 10, Pos: 0, From: 10, NextOff: 20, NextPos: 100}},
+		{15, Span{Off: 10, Pos: 0, From: 10, NextOff: 20, NextPos: 100}},
+		{20, Span{Off: 20, Pos: 100, From: 10, NextOff: 30, NextPos: 200}},
+		{29, Span{Off: 20, Pos: 100, From: 10, NextOff: 30, NextPos: 200}},
+		{30, Span{Off: 30, Pos: 200, From: 21, NextOff: 40, NextPos: 300}},
+		{40, Span{Off: 40, Pos: 300, From: 31, NextPos: -1}},
+		{99, Span{Off: 40, Pos: 300, From: 31, NextPos: -1}},
 	}
 	for _, c := range cases {
 		sp, err := x.LookupSpan(c.target)

@@ -68,8 +68,13 @@ func (x *OffsetIndex) Lookup(target record.Offset) (record.Offset, record.Positi
 // [Pos, NextPos], and the batches in (Pos, NextPos] hold the offsets in
 // (Off, NextOff].
 type Span struct {
-	Off     record.Offset   // the entry's offset: the index's base when there is none
-	Pos     record.Position // the entry's position: 0 when there is none
+	Off record.Offset   // the entry's offset: the index's base when there is none
+	Pos record.Position // the entry's position: 0 when there is none
+	// From is the least base offset the batch at Pos may have: one past
+	// the entry before (whose batches all end at or before its offset),
+	// or the index's base. Batches carry their base offset outside their
+	// CRC; this bounds it.
+	From    record.Offset
 	NextOff record.Offset   // the next entry's offset, when NextPos >= 0
 	NextPos record.Position // the next entry's position, or -1 when the entry is the last
 }
@@ -81,7 +86,7 @@ func (x *OffsetIndex) LookupSpan(target record.Offset) (Span, error) {
 	if err := x.rlock(); err != nil {
 		return Span{}, err
 	}
-	sp := Span{Off: x.base, NextPos: -1}
+	sp := Span{Off: x.base, From: x.base, NextPos: -1}
 	n := int(x.entries.Load())
 	i := -1
 	if target >= x.base {
@@ -89,6 +94,9 @@ func (x *OffsetIndex) LookupSpan(target record.Offset) (Span, error) {
 		if i = offsetSlot(x.data, n, t); i >= 0 {
 			e := x.data[i*OffsetEntrySize:]
 			sp.Off, sp.Pos = x.base+record.Offset(be.Uint32(e)), record.Position(be.Uint32(e[4:]))
+		}
+		if i > 0 {
+			sp.From = x.base + record.Offset(be.Uint32(x.data[(i-1)*OffsetEntrySize:])) + 1
 		}
 	}
 	if i+1 < n {

@@ -143,8 +143,9 @@ func (s *segment) timeLookup(ts int64) (record.Offset, error) {
 // holds the batch. It reports false, with sc at the segment's end, when no
 // batch qualifies. ended is the least base offset the batch at sc may
 // have (where the batch before it ended, if the walk saw it; else the
-// segment's base): a batch walked over whose offsets go back is corrupt
-// (record.Batch.CheckFollows), and is an error here.
+// bound the index gives, index.Span.From): a batch walked over whose
+// offsets go back is corrupt (record.Batch.CheckFollows), and is an error
+// here.
 func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.ScanOptions) (found bool, ended record.Offset, err error) {
 	sp, err := s.indexLookup(target)
 	if err != nil {
@@ -155,7 +156,7 @@ func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.Sca
 	if start > size {
 		start = 0
 	}
-	ended = s.base
+	ended = max(s.base, sp.From)
 	var r io.ReaderAt = s.log
 	if m := s.mapping(); m != nil {
 		// No system call: walk the headers in the mapping, then read the
@@ -212,11 +213,7 @@ func (s *segment) findTime(ts int64, startOffset, limit record.Offset) (record.O
 	}
 	for st.sc.Next() {
 		h := st.sc.Batch()
-		err := h.CheckFollows(s.base, ended)
-		if err == nil && h.LastOffset() >= limit {
-			err = beyondSegment(h.Pos, h.LastOffset(), limit)
-		}
-		if err != nil {
+		if err := checkBatch(h, s.base, ended, limit); err != nil {
 			return 0, false, record.WithFile(err, s.logPath())
 		}
 		ended = h.NextOffset()

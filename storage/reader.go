@@ -29,7 +29,7 @@ type Reader struct {
 	ended   record.Offset   // where the last batch read from sc ended, or a lower bound for the next
 	lastPos record.Position // the position of that batch
 	limit   record.Offset   // the next segment's base offset, or 0 when not looked up yet
-	err     error           // a batch out of offset order, or a failed Seek: returned until Seek
+	err     error           // a corrupt batch, or a failed Seek: returned until the next Seek
 	dec     record.Decoder
 	it      record.RecordIter
 	inBatch bool
@@ -98,7 +98,8 @@ func (r *Reader) Next() (*record.Record, error) {
 			}
 			r.inBatch = false
 			if err := r.it.Err(); err != nil {
-				return nil, record.WithFile(err, r.seg.logPath())
+				r.err = record.WithFile(err, r.seg.logPath())
+				return nil, r.err
 			}
 			continue
 		}
@@ -111,7 +112,8 @@ func (r *Reader) Next() (*record.Record, error) {
 			continue
 		}
 		if r.it, err = r.dec.Records(b); err != nil {
-			return nil, record.WithFile(err, r.seg.logPath())
+			r.err = record.WithFile(err, r.seg.logPath())
+			return nil, r.err
 		}
 		r.inBatch = true
 	}
@@ -129,11 +131,7 @@ func (r *Reader) nextBatch() (*record.Batch, error) {
 		r.sc.Extend(size)
 		if r.sc.Next() {
 			b := r.sc.Batch()
-			err := b.CheckFollows(r.seg.base, r.ended)
-			if err == nil && b.LastOffset() >= r.segmentLimit() {
-				err = beyondSegment(b.Pos, b.LastOffset(), r.limit)
-			}
-			if err != nil {
+			if err := checkBatch(b, r.seg.base, r.ended, r.segmentLimit()); err != nil {
 				r.err = record.WithFile(err, r.seg.logPath())
 				return nil, r.err
 			}

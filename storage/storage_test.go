@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"math/rand"
@@ -678,8 +679,10 @@ func TestReaderRefusesBatchesOutOfOffsetOrder(t *testing.T) {
 		segment, batch int    // the batch to corrupt, counted in its segment; -1 is the last
 		base           uint64 // its new base offset; 0 with next: the next segment's base
 		next           bool
+		interval       string // index.interval.bytes; "" for the default
 	}{
 		"below the batch before":    {segment: 0, batch: 3, base: 1},
+		"at an index entry":         {segment: 0, batch: 3, base: 5, interval: "0"},
 		"below the segment's base":  {segment: 1, batch: 0, base: 0},
 		"beyond a relative offset":  {segment: 0, batch: 5, base: 6365935208268564448},
 		"negative":                  {segment: 1, batch: 2, base: 1 << 63},
@@ -691,7 +694,11 @@ func TestReaderRefusesBatchesOutOfOffsetOrder(t *testing.T) {
 			l, err := Open(t.TempDir(), Options{Logger: testLogger(t), RetentionCheckInterval: -1})
 			require.NoError(t, err)
 			defer l.Close()
-			top, err := l.CreateTopic("t", 1, small("segment.bytes=2000"))
+			o := small("segment.bytes=2000")
+			if c.interval != "" {
+				o = small("segment.bytes=2000", "index.interval.bytes="+c.interval)
+			}
+			top, err := l.CreateTopic("t", 1, o)
 			require.NoError(t, err)
 			p, err := top.Partition(0)
 			require.NoError(t, err)
@@ -789,6 +796,107 @@ func TestReaderRefusesBatchesOutOfOffsetOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestViewStartAndSizeCheckOffsets: where a view from an offset starts,
+// and the size of a view whose index is built after the corruption, come
+// from scans of batch offsets too; a bad one fails them instead of
+// shifting every byte after it.
+func TestViewStartAndSizeCheckOffsets(t *testing.T) {
+	setup := func(t *testing.T) (*Partition, []*segment, func(*segment, int, uint64)) {
+		l, err := Open(t.TempDir(), Options{Logger: testLogger(t), RetentionCheckInterval: -1})
+		require.NoError(t, err)
+		t.Cleanup(func() { l.Close() })
+		top, err := l.CreateTopic("t", 1, small("segment.bytes=2000"))
+		require.NoError(t, err)
+		p, err := top.Partition(0)
+		require.NoError(t, err)
+		for i := 0; i < 60; i++ {
+			_, err := p.Append(values(2, fmt.Sprintf("b%d", i)))
+			require.NoError(t, err)
+		}
+		setBase := func(seg *segment, batch int, base uint64) {
+			var pos []record.Position
+			sc := record.NewScanner(seg.log, 0, record.Position(seg.size.Load()), record.ScanOptions{HeadersOnly: true})
+			for sc.Next() {
+				pos = append(pos, sc.Batch().Pos)
+			}
+			f, err := os.OpenFile(seg.logPath(), os.O_RDWR, 0)
+			require.NoError(t, err)
+			_, err = f.WriteAt(binary.BigEndian.AppendUint64(nil, base), int64(pos[(batch+len(pos))%len(pos)]))
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+		}
+		return p, p.segments(), setBase
+	}
+	t.Run("view from an offset", func(t *testing.T) {
+		p, segs, setBase := setup(t)
+		setBase(segs[0], 0, uint64(segs[1].base)) // before offset 10, into segment 1
+		_, err := p.NewView(Values, 10)
+		require.ErrorIs(t, err, record.ErrCorrupt)
+	})
+	t.Run("view index built after", func(t *testing.T) {
+		p, segs, setBase := setup(t)
+		setBase(segs[0], -1, uint64(segs[1].base)+100000)
+		v, err := p.NewView(JSONL, 0)
+		require.NoError(t, err)
+		defer v.Close()
+		_, err = v.Size()
+		require.ErrorIs(t, err, record.ErrCorrupt)
+	})
+}
+
+// TestReaderDecodeErrorRepeats: a batch whose CRC holds but whose records
+// do not decode (a record count raised, the CRC made to match) fails the
+// read that reaches it, and every read after it until a Seek, instead of
+// the reader going on past it.
+func TestReaderDecodeErrorRepeats(t *testing.T) {
+	l, err := Open(t.TempDir(), Options{Logger: testLogger(t), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	defer l.Close()
+	top, err := l.CreateTopic("t", 1, nil)
+	require.NoError(t, err)
+	p, err := top.Partition(0)
+	require.NoError(t, err)
+	for i := 0; i < 10; i++ {
+		_, err := p.Append(values(2, fmt.Sprintf("b%d", i)))
+		require.NoError(t, err)
+	}
+	seg := p.segments()[0]
+	var batches []record.Batch
+	sc := record.NewScanner(seg.log, 0, record.Position(seg.size.Load()), record.ScanOptions{})
+	for sc.Next() {
+		b := *sc.Batch()
+		b.Bytes = bytes.Clone(b.Bytes)
+		batches = append(batches, b)
+	}
+	bad := batches[3]
+	raw := bad.Bytes
+	binary.BigEndian.PutUint32(raw[57:], 3) // record count 2 -> 3
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	f, err := os.OpenFile(seg.logPath(), os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(raw, int64(bad.Pos))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	r, err := p.NewReader(0)
+	require.NoError(t, err)
+	defer r.Close()
+	var n record.Offset
+	for ; ; n++ {
+		rec, err := r.Next()
+		if err != nil {
+			require.ErrorIs(t, err, record.ErrCorrupt)
+			for range 3 {
+				_, again := r.Next()
+				require.Equal(t, err, again)
+			}
+			break
+		}
+		require.Equal(t, n, rec.Offset)
+	}
+	require.Equal(t, bad.LastOffset()+1, n, "the batch's own records come first")
 }
 
 // TestViewReadAfterErrorRendersAgain: a view serves every byte rendered

@@ -64,7 +64,11 @@ func (p *Partition) NewView(f Format, start record.Offset) (*View, error) {
 		if !s.acquire() {
 			continue
 		}
-		skip, err := s.views.get(s, f).renderedBefore(s, start)
+		limit := record.Offset(math.MaxInt64)
+		if next := p.segmentAfter(s.base); next != nil {
+			limit = next.base
+		}
+		skip, err := s.views.get(s, f).renderedBefore(s, start, limit)
 		if err != nil {
 			s.release()
 			return nil, err
@@ -93,7 +97,7 @@ func (v *View) total(i int) (int64, error) {
 	s := v.segs[i]
 	frozen := s.frozen.Load() // read before the size, so a frozen size is final
 	vi := s.views.get(s, v.format)
-	if err := vi.extend(s, record.Position(s.size.Load())); err != nil {
+	if err := vi.extend(s, record.Position(s.size.Load()), v.segmentLimit(i)); err != nil {
 		return 0, err
 	}
 	_, t := vi.snapshot()
@@ -379,11 +383,7 @@ func (v *View) dropChunkOnError(err *error) {
 // segment's base offset.
 func (v *View) scanned(i int) (*record.Batch, error) {
 	s, b := v.segs[i], v.sc.Batch()
-	err := b.CheckFollows(s.base, v.scEnded)
-	if limit := v.segmentLimit(i); err == nil && b.LastOffset() >= limit {
-		err = beyondSegment(b.Pos, b.LastOffset(), limit)
-	}
-	if err != nil {
+	if err := checkBatch(b, s.base, v.scEnded, v.segmentLimit(i)); err != nil {
 		return nil, err
 	}
 	v.scEnded = b.NextOffset()
@@ -401,6 +401,19 @@ func (v *View) segmentLimit(i int) record.Offset {
 		}
 	}
 	return v.limit
+}
+
+// checkBatch checks b's offsets in a segment whose base offset is base:
+// record.Batch.CheckFollows against ended, where the batch before it
+// ended, and below limit, the next segment's base offset.
+func checkBatch(b *record.Batch, base, ended, limit record.Offset) error {
+	if err := b.CheckFollows(base, ended); err != nil {
+		return err
+	}
+	if b.LastOffset() >= limit {
+		return beyondSegment(b.Pos, b.LastOffset(), limit)
+	}
+	return nil
 }
 
 // beyondSegment is the error for a batch at pos whose last offset is at or

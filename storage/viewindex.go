@@ -86,7 +86,8 @@ func (v *viewIndex) batchSize(b *record.Batch) (int64, error) {
 }
 
 // extend covers the log up to size, rendering what was not covered yet.
-func (v *viewIndex) extend(s *segment, size record.Position) error {
+// limit is the next segment's base offset, or math.MaxInt64 when unknown.
+func (v *viewIndex) extend(s *segment, size record.Position, limit record.Offset) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.covered >= size {
@@ -95,7 +96,7 @@ func (v *viewIndex) extend(s *segment, size record.Position) error {
 	sc := record.NewScanner(s.log, v.covered, size, record.ScanOptions{})
 	for sc.Next() {
 		b := sc.Batch()
-		if err := b.CheckFollows(s.base, v.next); err != nil {
+		if err := checkBatch(b, s.base, v.next, limit); err != nil {
 			return record.WithFile(err, s.logPath())
 		}
 		n, err := v.batchSize(b)
@@ -142,16 +143,23 @@ func (v *viewIndex) locateOffset(off record.Offset) viewEntry {
 }
 
 // renderedBefore returns the rendered bytes of the segment's records below
-// offset off.
-func (v *viewIndex) renderedBefore(s *segment, off record.Offset) (int64, error) {
+// offset off. limit is the next segment's base offset (math.MaxInt64 for
+// the newest): the batches it passes are checked as View.scanned checks
+// them, since a bad base offset would move where the view starts.
+func (v *viewIndex) renderedBefore(s *segment, off, limit record.Offset) (int64, error) {
 	e := v.locateOffset(off)
 	size := record.Position(s.size.Load())
 	sc := record.NewScanner(s.log, e.pos, size, readerScan)
 	var dec record.Decoder
 	var scratch []byte
 	n := e.rendered
+	ended := e.base
 	for sc.Next() {
 		b := sc.Batch()
+		if err := checkBatch(b, s.base, ended, limit); err != nil {
+			return 0, record.WithFile(err, s.logPath())
+		}
+		ended = b.NextOffset()
 		if b.BaseOffset >= off {
 			return n, nil
 		}
@@ -236,7 +244,7 @@ func (vs *viewIndexes) persist(s *segment) {
 		return
 	}
 	size := record.Position(s.size.Load())
-	if err := v.extend(s, size); err != nil {
+	if err := v.extend(s, size, math.MaxInt64); err != nil {
 		return
 	}
 	if covered, _ := v.snapshot(); covered == v.persistedAt() {
