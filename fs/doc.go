@@ -158,6 +158,7 @@
 //	  ErrInvalidRecord, ErrInvalidTimestamp, ErrInvalidConfig EINVAL
 //	storage.ErrTopicExists                                    EEXIST
 //	corruption (storage.IsCorruption)                         EIO
+//	storage.ErrDeleted (retention deleted unread records)     EIO
 //	context.Canceled, context.DeadlineExceeded                EINTR
 //	a syscall.Errno inside (ENOSPC, EDQUOT, EIO …)            itself
 //	anything else (ErrClosed, ErrFailed …)                    EIO

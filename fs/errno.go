@@ -28,6 +28,9 @@ func toErrno(err error) (syscall.Errno, slog.Level) {
 		errors.Is(err, storage.ErrNoTopic),
 		errors.Is(err, storage.ErrNoPartition):
 		return syscall.ENOENT, slog.LevelDebug
+	case errors.Is(err, storage.ErrDeleted):
+		// The open file's records were deleted under its reader.
+		return syscall.EIO, slog.LevelWarn
 	case errors.Is(err, storage.ErrReadOnly):
 		return syscall.EROFS, slog.LevelDebug
 	case errors.Is(err, storage.ErrRecordTooLarge):

@@ -32,6 +32,7 @@ func TestToErrno(t *testing.T) {
 	}{
 		"nil":             {nil, 0},
 		"out of range":    {fmt.Errorf("x: %w", storage.ErrOffsetOutOfRange), syscall.ENOENT},
+		"deleted":         {fmt.Errorf("x: %w", storage.ErrDeleted), syscall.EIO},
 		"no topic":        {storage.ErrNoTopic, syscall.ENOENT},
 		"no partition":    {storage.ErrNoPartition, syscall.ENOENT},
 		"read-only":       {storage.ErrReadOnly, syscall.EROFS},

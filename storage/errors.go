@@ -14,6 +14,12 @@ var (
 	// the log start offset (deleted by retention) or beyond the log end.
 	ErrOffsetOutOfRange = errors.New("logfs/storage: offset out of range")
 
+	// ErrDeleted is returned by a Reader or View that reached records
+	// retention deleted before it could read them: it read up to them,
+	// and what comes next in the log is not what came next when it
+	// started. Kafka's consumer gets OffsetOutOfRange at this point.
+	ErrDeleted = errors.New("logfs/storage: records deleted by retention before they were read")
+
 	// ErrRecordTooLarge is returned by an append holding a record whose
 	// single-record batch would exceed the topic's max.message.bytes, or a
 	// batch larger than segment.bytes. Nothing of the append is written.

@@ -319,6 +319,7 @@ func (l *Log) openSegments(topics []*Topic, dirs []string, states []*recovery.Pa
 					mu.Unlock()
 					continue
 				}
+				seg.seq = uint64(j.s) // the recovered segments are in base order
 				out[j.p][j.s] = seg
 			}
 		}()

@@ -273,6 +273,7 @@ func (p *Partition) rollLocked(base record.Offset) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("roll %s at offset %d: %w", p, base, err)
 	}
+	seg.seq = old.seq + 1
 	if err := old.seal(); err != nil {
 		seg.release()
 		return nil, fmt.Errorf("roll %s: seal segment %d: %w", p, old.base, err)

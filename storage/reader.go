@@ -154,6 +154,10 @@ func (r *Reader) nextBatch() (*record.Batch, error) {
 			r.err = record.WithFile(beyondSegment(r.lastPos, r.ended-1, next.base), r.seg.logPath())
 			return nil, r.err
 		}
+		if next.seq != r.seg.seq+1 {
+			r.err = fmt.Errorf("%s after offset %d: %w", r.p, r.ended-1, ErrDeleted)
+			return nil, r.err
+		}
 		if !next.acquire() {
 			continue
 		}

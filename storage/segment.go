@@ -23,6 +23,10 @@ import (
 // so a reader that reads [0, size) never sees part of a batch.
 type segment struct {
 	base record.Offset
+	// seq numbers the partition's segments in order, one apart, as they
+	// were opened or rolled: a reader that finds the next segment more
+	// than one on knows that retention deleted some it had not read.
+	seq  uint64
 	dir  string
 	stem string // dir/<base>: the files' path without a suffix
 	fs   vfs.FS

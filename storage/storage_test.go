@@ -249,7 +249,9 @@ func TestRetentionBytes(t *testing.T) {
 	require.Greater(t, p.StartOffset(), record.Offset(0))
 }
 
-// A reader in a segment that retention deletes finishes it.
+// A reader in a segment that retention deletes finishes it, then says
+// that what came after it is gone (ErrDeleted) instead of skipping to
+// what is left; a view that had pinned every segment reads them all.
 func TestReaderSurvivesDeletion(t *testing.T) {
 	l := openLog(t, t.TempDir(), Options{})
 	top, err := l.CreateTopic("t", 1, small("segment.bytes=300", "retention.bytes=0", "retention.ms=-1", "file.delete.delay.ms=0"))
@@ -274,7 +276,9 @@ func TestReaderSurvivesDeletion(t *testing.T) {
 	n := 0
 	for {
 		_, err := r.Next()
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, ErrDeleted) {
+			_, again := r.Next()
+			require.ErrorIs(t, again, ErrDeleted)
 			break
 		}
 		require.NoError(t, err)
@@ -795,6 +799,40 @@ func TestReaderRefusesBatchesOutOfOffsetOrder(t *testing.T) {
 				require.ErrorIs(t, err, record.ErrCorrupt, "%v view, read again", f)
 			}
 		})
+	}
+}
+
+// TestViewEndsAtDeletedSegments: a view that had not pinned the segments
+// retention deletes reads what it pinned, then gets ErrDeleted where they
+// were, not the records after them as if nothing were missing.
+func TestViewEndsAtDeletedSegments(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, small("segment.bytes=300", "retention.bytes=0", "retention.ms=-1", "file.delete.delay.ms=0"))
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	for i := 0; i < 20; i++ {
+		_, err := p.Append(values(1, fmt.Sprint(i)))
+		require.NoError(t, err)
+	}
+	v, err := p.NewView(Values, 0) // pins the first segment only
+	require.NoError(t, err)
+	defer v.Close()
+	_, err = l.EnforceRetention() // deletes all but the active segment
+	require.NoError(t, err)
+	for i := 0; i < 5; i++ {
+		_, err := p.Append(values(1, fmt.Sprint(20+i)))
+		require.NoError(t, err)
+	}
+	buf := make([]byte, 1<<16)
+	n, err := v.ReadAt(buf, 0)
+	if err == nil {
+		_, err = v.ReadAt(buf[n:], int64(n))
+	}
+	require.ErrorIs(t, err, ErrDeleted)
+	lines := strings.Split(strings.TrimSuffix(string(buf[:n]), "\n"), "\n")
+	require.Less(t, len(lines), 20, "only the first segment's records")
+	for i, line := range lines {
+		require.Equal(t, fmt.Sprintf("%d-0", i), line)
 	}
 }
 

@@ -31,6 +31,9 @@ type View struct {
 	totals []int64    // rendered size of each frozen segment, or -1
 	skip   int64      // rendered bytes of segs[0] below start
 	closed bool
+	// deleted says retention deleted segments after the last pinned one
+	// before the view pinned them.
+	deleted bool
 
 	// chunk caches rendered bytes [chunkAt, chunkAt+len(chunk)) of
 	// segs[chunkSeg], which end at log position chunkEnd, a batch boundary;
@@ -77,14 +80,26 @@ func (p *Partition) NewView(f Format, start record.Offset) (*View, error) {
 	}
 }
 
-// refresh pins the segments rolled since the view last looked.
+// refresh pins the segments rolled since the view last looked, up to a
+// gap left by retention (see segment.seq): the view then ends there, and
+// a read that reaches its end gets ErrDeleted.
 func (v *View) refresh() {
-	last := v.segs[len(v.segs)-1].base
+	if v.deleted {
+		return
+	}
+	last := v.segs[len(v.segs)-1]
 	for _, s := range v.p.segments() {
-		if s.base > last && s.acquire() {
+		if s.base <= last.base {
+			continue
+		}
+		if s.seq != last.seq+1 {
+			v.deleted = true
+			return
+		}
+		if s.acquire() {
 			v.segs = append(v.segs, s)
 			v.totals = append(v.totals, -1)
-			last = s.base
+			last = s
 		}
 	}
 }
@@ -127,7 +142,9 @@ func (v *View) Size() (int64, error) {
 }
 
 // ReadAt reads rendered bytes at off. It returns io.EOF when off is at or
-// beyond the current end; a short read means the end was reached.
+// beyond the current end (ErrDeleted when retention deleted records after
+// the view's end before it could pin them); a short read means the end was
+// reached.
 func (v *View) ReadAt(b []byte, off int64) (int, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -150,7 +167,7 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 		if i == len(v.segs)-1 {
 			v.refresh()
 			if i == len(v.segs)-1 {
-				return 0, io.EOF
+				return 0, v.atEnd()
 			}
 		}
 		segStart += t
@@ -191,9 +208,19 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 		local += int64(c)
 	}
 	if n == 0 {
-		return 0, io.EOF
+		return 0, v.atEnd()
 	}
 	return n, nil
+}
+
+// atEnd is what a read at the end of the view returns: io.EOF, or
+// ErrDeleted when retention deleted what came next before the view got to
+// it (see refresh).
+func (v *View) atEnd() error {
+	if v.deleted {
+		return fmt.Errorf("%s: %w", v.p, ErrDeleted)
+	}
+	return io.EOF
 }
 
 // renderAt returns rendered bytes of segs[i] from local on (at least want of
