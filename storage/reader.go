@@ -62,6 +62,12 @@ func (r *Reader) Seek(from record.Offset) error {
 	r.next, r.inBatch, r.err = from, false, nil
 	for {
 		segs := p.segments()
+		if lo := p.StartOffset(); from < lo {
+			// Retention ran since the check above: it raises the start
+			// before it publishes the shorter list.
+			r.err = fmt.Errorf("%s offset %d (log starts at %d): %w", p, from, lo, ErrOffsetOutOfRange)
+			return r.err
+		}
 		s := segs[max(floorSegment(segs, from), 0)]
 		if s != r.seg {
 			if !s.acquire() {

@@ -11,6 +11,8 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -802,6 +804,74 @@ func TestReaderRefusesBatchesOutOfOffsetOrder(t *testing.T) {
 	}
 }
 
+// TestViewsFollowRolls: views read while the partition rolls under them
+// (tiny segments, an appender flat out) see every record, in order: a
+// segment that grew between a read's look at its size and its roll is
+// read to its end before the view moves on.
+func TestViewsFollowRolls(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, small("segment.bytes=400"))
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	const n = 5000
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < n; i++ {
+			if _, err := p.Append([]Record{{Value: []byte(strconv.Itoa(i))}}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := p.NewView(Values, 0)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer v.Close()
+			var off int64
+			var line []byte
+			next := 0
+			buf := make([]byte, 4096)
+			for next < n {
+				k, err := v.ReadAt(buf, off)
+				if err != nil && !errors.Is(err, io.EOF) {
+					errs <- err
+					return
+				}
+				off += int64(k)
+				for _, c := range buf[:k] {
+					if c != '\n' {
+						line = append(line, c)
+						continue
+					}
+					if string(line) != strconv.Itoa(next) {
+						errs <- fmt.Errorf("at byte %d: record %q, want %d", off, line, next)
+						return
+					}
+					line, next = line[:0], next+1
+				}
+				if k == 0 {
+					runtime.Gosched()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, <-done)
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
 // TestViewEndsAtDeletedSegments: a view that had not pinned the segments
 // retention deletes reads what it pinned, then gets ErrDeleted where they
 // were, not the records after them as if nothing were missing.
@@ -829,6 +899,8 @@ func TestViewEndsAtDeletedSegments(t *testing.T) {
 		_, err = v.ReadAt(buf[n:], int64(n))
 	}
 	require.ErrorIs(t, err, ErrDeleted)
+	_, err = v.Size()
+	require.ErrorIs(t, err, ErrDeleted, "a size that stopped at the gap would leave tail -f waiting")
 	lines := strings.Split(strings.TrimSuffix(string(buf[:n]), "\n"), "\n")
 	require.Less(t, len(lines), 20, "only the first segment's records")
 	for i, line := range lines {

@@ -63,6 +63,11 @@ func (p *Partition) NewView(f Format, start record.Offset) (*View, error) {
 	}
 	for {
 		segs := p.segments()
+		if lo := p.StartOffset(); start < lo {
+			// Retention ran since the check above: it raises the start
+			// before it publishes the shorter list.
+			return nil, fmt.Errorf("%s offset %d (log starts at %d): %w", p, start, lo, ErrOffsetOutOfRange)
+		}
 		s := segs[max(floorSegment(segs, start), 0)]
 		if !s.acquire() {
 			continue
@@ -130,6 +135,11 @@ func (v *View) Size() (int64, error) {
 		return 0, ErrClosed
 	}
 	v.refresh()
+	if v.deleted {
+		// The size would stop at the gap, and a reader that polls it
+		// (tail -f) would wait there for ever without an error.
+		return 0, v.atEnd()
+	}
 	n := -v.skip
 	for i := range v.segs {
 		t, err := v.total(i)
@@ -169,12 +179,21 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 			if i == len(v.segs)-1 {
 				return 0, v.atEnd()
 			}
+			// segs[i] rolled: its size is final now, and it may have
+			// grown since t was taken.
+			if t, err = v.total(i); err != nil {
+				return 0, err
+			}
+			if at < segStart+t {
+				break
+			}
 		}
 		segStart += t
 		i++
 	}
 	n := 0
 	local := at - segStart
+	grew := -1 // the segment rendered again once for what it gained before it rolled
 	for n < len(b) {
 		if v.format == Values && v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk)) {
 			// Reading on from where the last read stopped: render straight
@@ -199,6 +218,14 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 				if i == len(v.segs)-1 {
 					break
 				}
+			}
+			// Before moving on, render what segs[i] gained between the
+			// size renderAt saw and its roll (its size is final now).
+			if t, err := v.total(i); err != nil {
+				return n, err
+			} else if local < t && grew != i {
+				grew = i
+				continue
 			}
 			i, local = i+1, 0
 			continue
