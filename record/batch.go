@@ -186,13 +186,14 @@ func (b *Batch) Verify() error {
 	return nil
 }
 
-// CheckFollows checks the batch's offsets against the batches before it in
-// a segment whose base offset is base: its base offset must be at or above
-// next, where the batch before it ended (base itself for the first batch
-// read), and its last offset within a relative offset (int32) of base, as
-// Kafka's indexes store them. The CRC does not cover the base offset, so
-// this is what catches a corrupt one.
-func (b *Batch) CheckFollows(base, next Offset) error {
+// CheckFollows checks the batch's offsets against its place in a segment
+// whose base offset is base: its base offset must be at or above next,
+// where the batch before it ended (base itself for the first batch read),
+// its last offset within a relative offset (int32) of base, as Kafka's
+// indexes store them, and below limit, the base offset of the segment
+// after (math.MaxInt64 when there is none or it is not known). The CRC
+// does not cover the base offset, so this is what catches a corrupt one.
+func (b *Batch) CheckFollows(base, next, limit Offset) error {
 	switch {
 	case b.BaseOffset < next && next == base:
 		return corruptf(b.Pos, "base offset %d is below the segment's base offset %d", b.BaseOffset, base)
@@ -200,8 +201,16 @@ func (b *Batch) CheckFollows(base, next Offset) error {
 		return corruptf(b.Pos, "base offset %d is below %d, where the previous batch ended", b.BaseOffset, next)
 	case b.LastOffset()-base > math.MaxInt32:
 		return corruptf(b.Pos, "last offset %d overflows a relative offset from base %d", b.LastOffset(), base)
+	case b.LastOffset() >= limit:
+		return BeyondSegment(b.Pos, b.LastOffset(), limit)
 	}
 	return nil
+}
+
+// BeyondSegment is the error for a batch at pos whose last offset is at or
+// above next, the base offset of the segment after its own.
+func BeyondSegment(pos Position, last, next Offset) error {
+	return corruptf(pos, "last offset %d is at or above the next segment's base offset %d", last, next)
 }
 
 // ParseBatch decodes and verifies the batch at the start of b, which must

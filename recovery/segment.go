@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 
 	"github.com/logfs/logfs/index"
@@ -210,7 +211,7 @@ func scanSegment(f vfs.File, logPath string, base record.Offset, size record.Pos
 	next := base
 	for sc.Next() {
 		batch := sc.Batch()
-		if err := batch.CheckFollows(base, next); err != nil {
+		if err := batch.CheckFollows(base, next, math.MaxInt64); err != nil {
 			res.Reason = record.WithFile(err, logPath)
 			break
 		}

@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"io"
+	"math"
 	"sync"
 
 	"github.com/logfs/logfs/index"
@@ -178,7 +179,7 @@ func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.Sca
 	sc.Reset(r, start, size, record.ScanOptions{HeadersOnly: true, ReadAhead: readSpan(sp), MaxReadAhead: lookupReadAhead})
 	for sc.Next() {
 		b := sc.Batch()
-		if err := b.CheckFollows(s.base, ended); err != nil {
+		if err := b.CheckFollows(s.base, ended, math.MaxInt64); err != nil {
 			return false, ended, record.WithFile(err, s.logPath())
 		}
 		if b.LastOffset() >= target {
@@ -213,7 +214,7 @@ func (s *segment) findTime(ts int64, startOffset, limit record.Offset) (record.O
 	}
 	for st.sc.Next() {
 		h := st.sc.Batch()
-		if err := checkBatch(h, s.base, ended, limit); err != nil {
+		if err := h.CheckFollows(s.base, ended, limit); err != nil {
 			return 0, false, record.WithFile(err, s.logPath())
 		}
 		ended = h.NextOffset()

@@ -137,7 +137,7 @@ func (r *Reader) nextBatch() (*record.Batch, error) {
 		r.sc.Extend(size)
 		if r.sc.Next() {
 			b := r.sc.Batch()
-			if err := checkBatch(b, r.seg.base, r.ended, r.segmentLimit()); err != nil {
+			if err := b.CheckFollows(r.seg.base, r.ended, r.segmentLimit()); err != nil {
 				r.err = record.WithFile(err, r.seg.logPath())
 				return nil, r.err
 			}
@@ -157,7 +157,7 @@ func (r *Reader) nextBatch() (*record.Batch, error) {
 		if r.ended > next.base {
 			// The last batch read claims offsets of the next segment,
 			// which was not there yet when it was read.
-			r.err = record.WithFile(beyondSegment(r.lastPos, r.ended-1, next.base), r.seg.logPath())
+			r.err = record.WithFile(record.BeyondSegment(r.lastPos, r.ended-1, next.base), r.seg.logPath())
 			return nil, r.err
 		}
 		if next.seq != r.seg.seq+1 {

@@ -437,7 +437,7 @@ func (v *View) dropChunkOnError(err *error) {
 // segment's base offset.
 func (v *View) scanned(i int) (*record.Batch, error) {
 	s, b := v.segs[i], v.sc.Batch()
-	if err := checkBatch(b, s.base, v.scEnded, v.segmentLimit(i)); err != nil {
+	if err := b.CheckFollows(s.base, v.scEnded, v.segmentLimit(i)); err != nil {
 		return nil, err
 	}
 	v.scEnded = b.NextOffset()
@@ -455,26 +455,6 @@ func (v *View) segmentLimit(i int) record.Offset {
 		}
 	}
 	return v.limit
-}
-
-// checkBatch checks b's offsets in a segment whose base offset is base:
-// record.Batch.CheckFollows against ended, where the batch before it
-// ended, and below limit, the next segment's base offset.
-func checkBatch(b *record.Batch, base, ended, limit record.Offset) error {
-	if err := b.CheckFollows(base, ended); err != nil {
-		return err
-	}
-	if b.LastOffset() >= limit {
-		return beyondSegment(b.Pos, b.LastOffset(), limit)
-	}
-	return nil
-}
-
-// beyondSegment is the error for a batch at pos whose last offset is at or
-// above the base offset of the segment after its own.
-func beyondSegment(pos record.Position, last, next record.Offset) error {
-	return &record.CorruptError{Pos: pos, Err: record.ErrCorrupt,
-		Reason: fmt.Sprintf("last offset %d is at or above the next segment's base offset %d", last, next)}
 }
 
 // Close releases the view's segments.

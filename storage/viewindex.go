@@ -96,7 +96,7 @@ func (v *viewIndex) extend(s *segment, size record.Position, limit record.Offset
 	sc := record.NewScanner(s.log, v.covered, size, record.ScanOptions{})
 	for sc.Next() {
 		b := sc.Batch()
-		if err := checkBatch(b, s.base, v.next, limit); err != nil {
+		if err := b.CheckFollows(s.base, v.next, limit); err != nil {
 			return record.WithFile(err, s.logPath())
 		}
 		n, err := v.batchSize(b)
@@ -156,7 +156,7 @@ func (v *viewIndex) renderedBefore(s *segment, off, limit record.Offset) (int64,
 	ended := e.base
 	for sc.Next() {
 		b := sc.Batch()
-		if err := checkBatch(b, s.base, ended, limit); err != nil {
+		if err := b.CheckFollows(s.base, ended, limit); err != nil {
 			return 0, record.WithFile(err, s.logPath())
 		}
 		ended = b.NextOffset()
