@@ -63,14 +63,7 @@ func TestMappedActiveSegmentSeesAppends(t *testing.T) {
 // segment a reader has mapped, and the mapping stays until the reader lets
 // go.
 func TestMappingGoesWithSegment(t *testing.T) {
-	l := openLog(t, t.TempDir(), Options{})
-	top, err := l.CreateTopic("t", 1, small("segment.bytes=300", "retention.bytes=0", "retention.ms=-1", "file.delete.delay.ms=0"))
-	require.NoError(t, err)
-	p, _ := top.Partition(0)
-	for i := 0; i < 20; i++ {
-		_, err := p.Append(values(1, "v"))
-		require.NoError(t, err)
-	}
+	l, p := shortLivedPartition(t, func(int) string { return "v" })
 	first := p.segments()[0]
 	r, err := p.NewReader(1)
 	require.NoError(t, err)

@@ -105,6 +105,61 @@ func readAll(t testing.TB, p *Partition, from record.Offset) []string {
 	}
 }
 
+// batchesOf returns the batches of seg's log, their Bytes copied when
+// full (headers only otherwise).
+func batchesOf(t testing.TB, seg *segment, full bool) []record.Batch {
+	t.Helper()
+	var out []record.Batch
+	sc := record.NewScanner(seg.log, 0, record.Position(seg.size.Load()), record.ScanOptions{HeadersOnly: !full})
+	for sc.Next() {
+		b := *sc.Batch()
+		b.Bytes = bytes.Clone(b.Bytes)
+		out = append(out, b)
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+// writeLog writes b at pos of seg's .log, behind the log's back.
+func writeLog(t testing.TB, seg *segment, b []byte, pos int64) {
+	t.Helper()
+	f, err := os.OpenFile(seg.logPath(), os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(b, pos)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
+// readConsecutive reads r, which starts at offset 0, requiring offsets
+// 0, 1, 2, … until Next fails; it returns how many records it read and
+// the error.
+func readConsecutive(t testing.TB, r *Reader) (record.Offset, error) {
+	t.Helper()
+	for n := record.Offset(0); ; n++ {
+		rec, err := r.Next()
+		if err != nil {
+			return n, err
+		}
+		require.Equal(t, n, rec.Offset)
+	}
+}
+
+// shortLivedPartition is a partition of 20 one-record batches whose values
+// value(i) returns, in 300-byte segments that retention deletes at once
+// (retention.bytes=0) when the test calls EnforceRetention.
+func shortLivedPartition(t testing.TB, value func(i int) string) (*Log, *Partition) {
+	t.Helper()
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, small("segment.bytes=300", "retention.bytes=0", "retention.ms=-1", "file.delete.delay.ms=0"))
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	for i := 0; i < 20; i++ {
+		_, err := p.Append(values(1, value(i)))
+		require.NoError(t, err)
+	}
+	return l, p
+}
+
 func TestAppendReadAcrossRolls(t *testing.T) {
 	l := openLog(t, t.TempDir(), Options{})
 	top, err := l.CreateTopic("orders", 1, small("segment.bytes=2000", "index.interval.bytes=100"))
@@ -255,14 +310,7 @@ func TestRetentionBytes(t *testing.T) {
 // that what came after it is gone (ErrDeleted) instead of skipping to
 // what is left; a view that had pinned every segment reads them all.
 func TestReaderSurvivesDeletion(t *testing.T) {
-	l := openLog(t, t.TempDir(), Options{})
-	top, err := l.CreateTopic("t", 1, small("segment.bytes=300", "retention.bytes=0", "retention.ms=-1", "file.delete.delay.ms=0"))
-	require.NoError(t, err)
-	p, _ := top.Partition(0)
-	for i := 0; i < 20; i++ {
-		_, err := p.Append(values(1, "v"))
-		require.NoError(t, err)
-	}
+	l, p := shortLivedPartition(t, func(int) string { return "v" })
 	firstSegmentEnd := int(p.SegmentBases()[1])
 	r, err := p.NewReader(0)
 	require.NoError(t, err)
@@ -720,22 +768,13 @@ func TestReaderRefusesBatchesOutOfOffsetOrder(t *testing.T) {
 			segs := p.segments()
 			require.Greater(t, len(segs), c.segment+1)
 			seg := segs[c.segment]
-			var batches []record.Batch
-			sc := record.NewScanner(seg.log, 0, record.Position(seg.size.Load()), record.ScanOptions{HeadersOnly: true})
-			for sc.Next() {
-				batches = append(batches, *sc.Batch())
-			}
-			require.NoError(t, sc.Err())
+			batches := batchesOf(t, seg, false)
 			bad := batches[(c.batch+len(batches))%len(batches)]
 			base := c.base
 			if c.next {
 				base = uint64(segs[c.segment+1].base)
 			}
-			f, err := os.OpenFile(seg.logPath(), os.O_RDWR, 0)
-			require.NoError(t, err)
-			_, err = f.WriteAt(binary.BigEndian.AppendUint64(nil, base), int64(bad.Pos))
-			require.NoError(t, err)
-			require.NoError(t, f.Close())
+			writeLog(t, seg, binary.BigEndian.AppendUint64(nil, base), int64(bad.Pos))
 			isBad := func(err error) {
 				t.Helper()
 				require.ErrorIs(t, err, record.ErrCorrupt)
@@ -746,17 +785,10 @@ func TestReaderRefusesBatchesOutOfOffsetOrder(t *testing.T) {
 			r, err := p.NewReader(0)
 			require.NoError(t, err)
 			defer r.Close()
-			var n record.Offset
-			for ; ; n++ {
-				rec, err := r.Next()
-				if err != nil {
-					isBad(err)
-					_, again := r.Next()
-					require.Equal(t, err, again)
-					break
-				}
-				require.Equal(t, n, rec.Offset)
-			}
+			n, err := readConsecutive(t, r)
+			isBad(err)
+			_, again := r.Next()
+			require.Equal(t, err, again)
 			require.Equal(t, bad.BaseOffset, n, "every record before the batch")
 			require.NoError(t, r.Seek(0))
 			rec, err := r.Next()
@@ -876,14 +908,7 @@ func TestViewsFollowRolls(t *testing.T) {
 // retention deletes reads what it pinned, then gets ErrDeleted where they
 // were, not the records after them as if nothing were missing.
 func TestViewEndsAtDeletedSegments(t *testing.T) {
-	l := openLog(t, t.TempDir(), Options{})
-	top, err := l.CreateTopic("t", 1, small("segment.bytes=300", "retention.bytes=0", "retention.ms=-1", "file.delete.delay.ms=0"))
-	require.NoError(t, err)
-	p, _ := top.Partition(0)
-	for i := 0; i < 20; i++ {
-		_, err := p.Append(values(1, fmt.Sprint(i)))
-		require.NoError(t, err)
-	}
+	l, p := shortLivedPartition(t, func(i int) string { return fmt.Sprint(i) })
 	v, err := p.NewView(Values, 0) // pins the first segment only
 	require.NoError(t, err)
 	defer v.Close()
@@ -926,16 +951,8 @@ func TestViewStartAndSizeCheckOffsets(t *testing.T) {
 			require.NoError(t, err)
 		}
 		setBase := func(seg *segment, batch int, base uint64) {
-			var pos []record.Position
-			sc := record.NewScanner(seg.log, 0, record.Position(seg.size.Load()), record.ScanOptions{HeadersOnly: true})
-			for sc.Next() {
-				pos = append(pos, sc.Batch().Pos)
-			}
-			f, err := os.OpenFile(seg.logPath(), os.O_RDWR, 0)
-			require.NoError(t, err)
-			_, err = f.WriteAt(binary.BigEndian.AppendUint64(nil, base), int64(pos[(batch+len(pos))%len(pos)]))
-			require.NoError(t, err)
-			require.NoError(t, f.Close())
+			batches := batchesOf(t, seg, false)
+			writeLog(t, seg, binary.BigEndian.AppendUint64(nil, base), int64(batches[(batch+len(batches))%len(batches)].Pos))
 		}
 		return p, p.segments(), setBase
 	}
@@ -973,38 +990,20 @@ func TestReaderDecodeErrorRepeats(t *testing.T) {
 		require.NoError(t, err)
 	}
 	seg := p.segments()[0]
-	var batches []record.Batch
-	sc := record.NewScanner(seg.log, 0, record.Position(seg.size.Load()), record.ScanOptions{})
-	for sc.Next() {
-		b := *sc.Batch()
-		b.Bytes = bytes.Clone(b.Bytes)
-		batches = append(batches, b)
-	}
-	bad := batches[3]
+	bad := batchesOf(t, seg, true)[3]
 	raw := bad.Bytes
 	binary.BigEndian.PutUint32(raw[57:], 3) // record count 2 -> 3
 	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
-	f, err := os.OpenFile(seg.logPath(), os.O_RDWR, 0)
-	require.NoError(t, err)
-	_, err = f.WriteAt(raw, int64(bad.Pos))
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	writeLog(t, seg, raw, int64(bad.Pos))
 
 	r, err := p.NewReader(0)
 	require.NoError(t, err)
 	defer r.Close()
-	var n record.Offset
-	for ; ; n++ {
-		rec, err := r.Next()
-		if err != nil {
-			require.ErrorIs(t, err, record.ErrCorrupt)
-			for range 3 {
-				_, again := r.Next()
-				require.Equal(t, err, again)
-			}
-			break
-		}
-		require.Equal(t, n, rec.Offset)
+	n, err := readConsecutive(t, r)
+	require.ErrorIs(t, err, record.ErrCorrupt)
+	for range 3 {
+		_, again := r.Next()
+		require.Equal(t, err, again)
 	}
 	require.Equal(t, bad.LastOffset()+1, n, "the batch's own records come first")
 }
@@ -1040,14 +1039,10 @@ func TestViewReadAfterErrorRendersAgain(t *testing.T) {
 			// Corrupt a value a third of the way in (the CRC fails), and
 			// put it back at the end for openLog's Check.
 			seg := p.segments()[0]
-			var pos []record.Position
-			sc := record.NewScanner(seg.log, 0, record.Position(seg.size.Load()), record.ScanOptions{HeadersOnly: true})
-			for sc.Next() {
-				pos = append(pos, sc.Batch().Pos)
-			}
-			bad := len(pos) / 3
+			batches := batchesOf(t, seg, false)
+			bad := len(batches) / 3
 			before := len(want) - len(renderAll(t, p, f, record.Offset(4*bad))) // the batches before the bad one
-			at := int64(pos[bad]) + record.HeaderSize + 20
+			at := int64(batches[bad].Pos) + record.HeaderSize + 20
 			lf, err := os.OpenFile(seg.logPath(), os.O_RDWR, 0)
 			require.NoError(t, err)
 			orig := make([]byte, 2)
