@@ -164,19 +164,33 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
-func benchAppend(b *testing.B, size, batch int, sync bool) {
+// benchPartition opens a log in a fresh benchmark directory holding one
+// topic of one partition with the settings kv; done closes the log and
+// removes the directory (deferred by the caller: b.Cleanup would keep the
+// data of every b.N round until the benchmark ends).
+func benchPartition(b *testing.B, kv ...string) (p *Partition, done func()) {
 	dir := benchDir(b)
-	defer os.RemoveAll(dir)
 	l, err := Open(dir, Options{Logger: testLogger(b), RetentionCheckInterval: -1})
 	if err != nil {
+		os.RemoveAll(dir)
 		b.Fatal(err)
 	}
-	defer l.Close()
-	top, err := l.CreateTopic("bench", 1, small("flush.ms=-1"))
+	done = func() {
+		l.Close()
+		os.RemoveAll(dir)
+	}
+	top, err := l.CreateTopic("bench", 1, small(kv...))
 	if err != nil {
+		done()
 		b.Fatal(err)
 	}
-	p, _ := top.Partition(0)
+	p, _ = top.Partition(0)
+	return p, done
+}
+
+func benchAppend(b *testing.B, size, batch int, sync bool) {
+	p, done := benchPartition(b, "flush.ms=-1")
+	defer done()
 	// A few distinct batches, reused: the same bytes go to the raw file.
 	sets := make([][]Record, 8)
 	raws := make([][]byte, len(sets))
@@ -229,18 +243,8 @@ func benchAppend(b *testing.B, size, batch int, sync bool) {
 // measures what a roll costs the appender (new files, sealed indexes, the
 // view index sidecar), with the append itself.
 func BenchmarkAppendRoll(b *testing.B) {
-	dir := benchDir(b)
-	defer os.RemoveAll(dir)
-	l, err := Open(dir, Options{Logger: testLogger(b), RetentionCheckInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	top, err := l.CreateTopic("bench", 1, small("segment.bytes=1200000", "flush.ms=-1", "retention.ms=-1"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, _ := top.Partition(0)
+	p, done := benchPartition(b, "segment.bytes=1200000", "flush.ms=-1", "retention.ms=-1")
+	defer done()
 	recs := make([]Record, 64)
 	for i := range recs {
 		recs[i].Value = make([]byte, 16<<10)
