@@ -80,7 +80,7 @@
 // answers every read from memory, mounted the same way, reaches 6.1-7.2
 // GB/s: the difference is the server's work, mostly copying (a pread of
 // the .log, the rendering, and the reply's writev) against one copy for
-// cat of a plain file; README.md has the profile. Direct I/O is the
+// cat of a plain file; docs/performance.md has the profile. Direct I/O is the
 // default because most reads of a log are a single pass (cat, grep, tail)
 // and it is the fastest and freshest one there; PageCache is for data read
 // again and again.

@@ -28,7 +28,7 @@ import (
 // Environment: LOGFS_CORRUPT_SEEDS (default 60), LOGFS_CORRUPT_SEED (one
 // seed), LOGFS_CORRUPT_KINDS (comma list), LOGFS_CORRUPT_SHOW (failures
 // shown). Two kinds are left out by default, as limits of the format that
-// the README names:
+// docs/durability.md names:
 //   - base-larger: a base offset raised within the gap a compacted log may
 //     have is only caught at the batch after it, so its records are served
 //     with the raised offsets first;

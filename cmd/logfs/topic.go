@@ -23,8 +23,9 @@ func newTopicCommand() *cobra.Command {
 		Use:   "topic create|list|describe|delete [--data DIR] [--partitions N] [--config k=v …] NAME",
 		Short: "Create, list, describe and delete topics (offline)",
 		Long: `Create, list, describe and delete topics in a data directory that no mount
-has open. (With a mount running, use mkdir and rm -r on the mount instead;
-list and describe work beside it.)`,
+has open. With a mount running, list and describe work beside it; create a
+topic with mkdir on the mount, and stop the mount to delete one (the mount
+refuses rm and rmdir).`,
 		Example: `  logfs topic create --partitions 3 --config retention.ms=86400000 orders
   logfs topic list
   logfs topic describe orders
