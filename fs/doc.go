@@ -191,7 +191,10 @@
 // if that exists); otherwise it needs fusermount3. Without /dev/fuse, or
 // neither root nor fusermount3, Mount fails with an error wrapping
 // ErrNoFUSE whose text is one line for the user. The mount point must be
-// an empty directory that is not a mount point (ErrMountpoint). Wait
+// an empty directory that is not a mount point (ErrMountpoint). Preflight
+// makes the same checks (and whether this process may open /dev/fuse)
+// without mounting, so that a command can refuse before it opens the data
+// directory. Wait
 // returns when the file system is unmounted, by Unmount or by an external
 // umount; the caller then closes the log.
 package fs

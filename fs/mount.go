@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/logfs/logfs/internal/fuseenv"
 	"github.com/logfs/logfs/storage"
 )
 
@@ -136,7 +136,7 @@ type Server struct {
 // reads as one line for the user.
 func Mount(mountpoint string, l *storage.Log, o Options) (*Server, error) {
 	o = o.withDefaults(l)
-	if err := checkFUSE(); err != nil {
+	if err := checkFUSE(o.AllowOther); err != nil {
 		return nil, err
 	}
 	mp, err := checkMountpoint(mountpoint)
@@ -167,7 +167,7 @@ func Mount(mountpoint string, l *storage.Log, o Options) (*Server, error) {
 		// Root mounts with mount(2); fall back to fusermount3 only if
 		// there is one (containers without CAP_SYS_ADMIN).
 		mo.DirectMount = true
-		mo.DirectMountStrict = !haveFusermount()
+		mo.DirectMountStrict = fuseenv.Fusermount() == ""
 	}
 	opts := &gofs.Options{
 		MountOptions: mo,
@@ -224,26 +224,6 @@ func (f *logFS) panicked(v any) fuse.Status {
 	return fuse.EIO
 }
 
-// checkFUSE explains in one line why the mount cannot work, if it cannot.
-func checkFUSE() error {
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		return fmt.Errorf("%w: /dev/fuse does not exist (load the fuse kernel module, or give the container the device: --device /dev/fuse)", ErrNoFUSE)
-	}
-	if os.Geteuid() != 0 && !haveFusermount() {
-		return fmt.Errorf("%w: not running as root and no fusermount3 found (install Debian's fuse3 package, or mount as root)", ErrNoFUSE)
-	}
-	return nil
-}
-
-func haveFusermount() bool {
-	for _, name := range []string{"fusermount3", "fusermount"} {
-		if _, err := exec.LookPath(name); err == nil {
-			return true
-		}
-	}
-	return false
-}
-
 // mountError turns a failure of mount(2) or fusermount into one line.
 func mountError(mp string, err error) error {
 	var errno syscall.Errno
@@ -254,6 +234,11 @@ func mountError(mp string, err error) error {
 		case syscall.ENODEV, syscall.ENXIO, syscall.ENOENT:
 			return fmt.Errorf("%w: mount %s: %v (is the fuse kernel module loaded?)", ErrNoFUSE, mp, errno)
 		}
+	}
+	if strings.HasPrefix(err.Error(), "fusermount exited") {
+		// fusermount3 said why on stderr (see cmd/logfs, which folds that
+		// into its one line); what is left here is only its exit status.
+		return fmt.Errorf("%w: fusermount3 could not mount %s: %s", ErrNoFUSE, mp, fuseenv.FusermountAdvice)
 	}
 	return fmt.Errorf("logfs: mount %s: %s", mp, strings.TrimSpace(err.Error()))
 }

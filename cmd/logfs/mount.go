@@ -97,6 +97,11 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	if err != nil {
 		return err
 	}
+	// Refuse a bad mount point, or a machine where FUSE cannot work,
+	// before the data directory is created or recovered.
+	if err := mountfs.Preflight(mountpoint, m.allowOther); err != nil {
+		return err
+	}
 	stderr := cmd.ErrOrStderr()
 	// Until the mount is ready only warnings are logged, so that a failure
 	// to start is one line, unless the data directory needs recovering:
@@ -125,7 +130,11 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
-	srv, err := mountfs.Mount(mountpoint, l, mountfs.Options{ReadOnly: m.readOnly, AllowOther: m.allowOther, Debug: m.debug, Logger: logger})
+	var srv *mountfs.Server
+	err = foldFusermountStderr(stderr, func() (err error) {
+		srv, err = mountfs.Mount(mountpoint, l, mountfs.Options{ReadOnly: m.readOnly, AllowOther: m.allowOther, Debug: m.debug, Logger: logger})
+		return err
+	})
 	if err != nil {
 		return closeLog(l, err)
 	}

@@ -232,7 +232,7 @@ func TestMountErrors(t *testing.T) {
 		mp := filepath.Join(dir, "mnt")
 		startMount(t, dir, mp, "--data", "one")
 		fails(t, dir, exitFailure, "is already a mount point", "mount", "--data", "two", mp)
-		// Nothing left half-made: "two" was closed cleanly.
-		require.FileExists(t, filepath.Join(dir, "two", ".kafka_cleanshutdown"))
+		// Refused before the data directory was made.
+		require.NoDirExists(t, filepath.Join(dir, "two"))
 	})
 }
