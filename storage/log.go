@@ -41,7 +41,10 @@ type Options struct {
 	// 60 s.
 	CheckpointInterval time.Duration
 	// RetentionCheckInterval is how often retention runs (Kafka's
-	// log.retention.check.interval.ms); 0 means 5 minutes, <0 never.
+	// log.retention.check.interval.ms); 0 means 5 minutes, <0 never. The
+	// first run comes after the interval or 30 s, whichever is shorter
+	// (Kafka's log.initial.task.delay.ms), so that a log reopened often
+	// still gets its retention.
 	RetentionCheckInterval time.Duration
 	// Now is the clock; nil means time.Now. Tests move it.
 	Now func() time.Time
@@ -551,13 +554,20 @@ func (l *Log) closeTopics() error {
 	return errors.Join(errs...)
 }
 
+// retentionFirstDelay is how soon after Open retention first runs, unless
+// its interval is shorter: Kafka's log.initial.task.delay.ms.
+const retentionFirstDelay = 30 * time.Second
+
 // background runs the flusher (flush.ms), the checkpoint writer and
 // retention until Close.
 func (l *Log) background() {
 	defer l.bg.Done()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	lastCheckpoint, lastRetention := l.now(), l.now()
+	lastCheckpoint := l.now()
+	// Retention runs as if it had last run that long ago that its first run
+	// comes after retentionFirstDelay (or the interval, if shorter).
+	lastRetention := lastCheckpoint.Add(-max(l.opts.RetentionCheckInterval-retentionFirstDelay, 0))
 	for {
 		select {
 		case <-l.stop:

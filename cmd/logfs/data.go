@@ -64,7 +64,8 @@ func openLog(dir string, o storage.Options) (*storage.Log, error) {
 		}
 	}
 	if o.RetentionCheckInterval == 0 && !o.ReadOnly {
-		// Offline commands run for moments; retention is the mount's job.
+		// Offline commands run for moments; retention is the job of the
+		// mount, which asks for it.
 		o.RetentionCheckInterval = -1
 	}
 	l, err := storage.Open(dir, o)

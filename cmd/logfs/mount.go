@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +31,16 @@ type mountArgs struct {
 	allowOther bool
 	debug      bool
 	options    []string
+	// retentionCheck is log.retention.check.interval.ms, from -o.
+	retentionCheck time.Duration
 }
+
+// retentionCheckProperty is the broker setting -o takes for how often
+// retention runs, as Kafka names it.
+const retentionCheckProperty = "log.retention.check.interval.ms"
+
+// defaultRetentionCheck is Kafka's default for retentionCheckProperty.
+const defaultRetentionCheck = 5 * time.Minute
 
 func newMountCommand() *cobra.Command {
 	var m mountArgs
@@ -47,7 +59,10 @@ directory, say) without changing a byte.
 
 -o sets defaults for every topic that does not set its own, in Kafka's
 property names (-o segment.bytes=1048576,retention.ms=-1; repeatable). It
-also takes mount(8)'s ro, rw, allow_other and debug.
+also takes mount(8)'s ro, rw, allow_other and debug, and the broker setting
+log.retention.check.interval.ms: how often retention deletes the segments
+retention.ms and retention.bytes condemn (default 300000, 5 minutes; the
+first run comes 30 s after the mount, or sooner with a shorter interval).
 
 As root logfs mounts with mount(2); other users need fusermount3 (Debian's
 fuse3 package).`,
@@ -70,6 +85,7 @@ fuse3 package).`,
 // parseMountOptions applies -o: mount(8)'s flags and topic defaults.
 func parseMountOptions(m *mountArgs) (storage.Overrides, error) {
 	defaults := storage.Overrides{}
+	m.retentionCheck = defaultRetentionCheck
 	for _, list := range m.options {
 		for _, o := range strings.Split(list, ",") {
 			switch o = strings.TrimSpace(o); o {
@@ -83,6 +99,14 @@ func parseMountOptions(m *mountArgs) (storage.Overrides, error) {
 			case "debug":
 				m.debug = true
 			default:
+				if v, ok := strings.CutPrefix(o, retentionCheckProperty+"="); ok {
+					ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+					if err != nil || ms < 1 || ms > math.MaxInt64/int64(time.Millisecond) {
+						return nil, usageErrorf("-o %s: want a number of milliseconds, at least 1", o)
+					}
+					m.retentionCheck = time.Duration(ms) * time.Millisecond
+					continue
+				}
 				if err := defaults.SetPair(o); err != nil {
 					return nil, usageErrorf("-o %s: %v", o, err)
 				}
@@ -115,7 +139,8 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 		level.Set(slog.LevelDebug)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: &level}))
-	l, err := openLog(m.dir, storage.Options{ReadOnly: m.readOnly, Defaults: defaults, Logger: logger})
+	l, err := openLog(m.dir, storage.Options{ReadOnly: m.readOnly, Defaults: defaults, Logger: logger,
+		RetentionCheckInterval: m.retentionCheck})
 	if err != nil {
 		return err
 	}
