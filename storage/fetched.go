@@ -1,0 +1,217 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/logfs/logfs/record"
+)
+
+// This file is the entry point of a follower copy (package kafka): batches
+// fetched from a Kafka partition leader are written into a partition byte
+// for byte, with the offsets, producer fields and CRCs the leader gave
+// them, so the copy is a Kafka data directory like any other and is served
+// with the code that serves local data. Only the copy's follower calls
+// these; a partition written by them is not appended to with Append.
+
+// ErrNotFollowing is returned by AppendFetched for batches that do not
+// continue the copy: a base offset below its log end offset. The follower
+// has lost its place and must start the copy again (ResetFetched).
+var ErrNotFollowing = errors.New("logfs/storage: fetched batches do not continue the copy")
+
+// AppendFetched appends whole fetched batches, each exactly as the leader
+// sent it. Each batch's CRC is checked, its base offset must be at or
+// above the log end offset (the follower may leave batches out, as
+// compaction does), and it must fit in a segment; on an error the batches
+// before the bad one stay appended. Like Append, each batch becomes
+// visible to readers whole. max.message.bytes does not apply: the leader
+// already accepted the batches.
+func (p *Partition) AppendFetched(batches [][]byte) error {
+	cfg := p.topic.Config()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.writableLocked(); err != nil {
+		return err
+	}
+	return p.appendFetchedLocked(batches, cfg)
+}
+
+// ResetFetched empties the partition and starts it again with batches, as
+// a Kafka follower's truncateFullyAndStartAt: when the copy is to begin
+// somewhere else (a read below what it holds, or its end deleted on the
+// cluster). start becomes the log start offset; the first segment is named
+// by the first batch's base offset when that is below start (the fetch of
+// an offset inside a batch returns the whole batch), by start otherwise. Readers that hold the old segments finish them
+// and then get ErrDeleted, as after retention. The old files are renamed
+// aside before the new segment exists, so a crash never leaves a mix of
+// the two; the checkpoints are written before it returns.
+func (p *Partition) ResetFetched(start record.Offset, batches [][]byte) error {
+	base := start
+	if len(batches) > 0 {
+		h, err := record.ParseHeader(batches[0], 0)
+		if err != nil {
+			return fmt.Errorf("fetched batch for %s: %w", p, err)
+		}
+		base = min(base, h.BaseOffset)
+	}
+	p.mu.Lock()
+	if err := p.writableLocked(); err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	old := p.segments()
+	var errs []error
+	for _, s := range old {
+		errs = append(errs, s.markDeleted())
+	}
+	errs = append(errs, p.topic.log.fs.SyncDir(p.dir))
+	if err := errors.Join(errs...); err != nil {
+		p.failed = fmt.Errorf("%w: reset %s: %w", ErrFailed, p, err)
+		p.mu.Unlock()
+		return p.failed
+	}
+	seg, err := createSegment(p.topic.log.fs, p.dir, base, p.topic.segmentConfig(), p.topic.log.logger)
+	if err != nil {
+		// The old segments are renamed away: nothing is served until the
+		// partition is opened again.
+		p.failed = fmt.Errorf("%w: reset %s at %d: %w", ErrFailed, p, base, err)
+		p.mu.Unlock()
+		return p.failed
+	}
+	// One sequence number skipped: a view that holds the old segments sees
+	// a gap after them and ends with ErrDeleted instead of going on here.
+	seg.seq = old[len(old)-1].seq + 2
+	p.start.Store(int64(base))
+	p.end.Store(int64(base))
+	p.flushedTo.Store(int64(base))
+	p.setSegments([]*segment{seg})
+	p.dirDirty.Store(true)
+	p.notify()
+	p.mu.Unlock()
+	p.dropSegments(old)
+	// The checkpoints say where the new copy begins before anything is
+	// appended to it: the old recovery point would vouch for bytes of the
+	// new copy that were never synced.
+	if err := p.topic.log.writeCheckpoints(); err != nil {
+		return err
+	}
+	if err := p.AppendFetched(batches); err != nil {
+		return err
+	}
+	_, err = p.AdvanceStart(start)
+	return err
+}
+
+// AdvanceStart raises the log start offset to off, as DeleteRecords or
+// retention on the cluster did (or the copy's own byte budget), and
+// deletes the segments wholly below it; a lower off changes nothing. off
+// may not pass the log end offset (the copy must be reset then). Readers
+// inside a deleted segment finish it, as after retention. It returns how
+// many segments went.
+func (p *Partition) AdvanceStart(off record.Offset) (int, error) {
+	p.mu.Lock()
+	if err := p.writableLocked(); err != nil {
+		p.mu.Unlock()
+		return 0, err
+	}
+	if off <= p.StartOffset() {
+		p.mu.Unlock()
+		return 0, nil
+	}
+	if end := p.EndOffset(); off > end {
+		p.mu.Unlock()
+		return 0, fmt.Errorf("%w: %s: log start %d is past the log end %d", ErrNotFollowing, p, off, end)
+	}
+	segs := p.segments()
+	n := 0
+	for n+1 < len(segs) && segs[n+1].base <= off {
+		n++
+	}
+	// The start first, then the shorter list (see detachExpired).
+	p.start.Store(int64(off))
+	if n > 0 {
+		p.setSegments(slices.Clone(segs[n:]))
+	}
+	p.notify()
+	p.mu.Unlock()
+	if n == 0 {
+		return 0, nil
+	}
+	// The new log start is durable before any file goes, as for retention.
+	if err := p.topic.log.writeCheckpoints(); err != nil {
+		for _, s := range segs[:n] {
+			s.release()
+		}
+		return 0, err
+	}
+	return n, p.deleteSegments(segs[:n], p.deleteDelay())
+}
+
+func (p *Partition) deleteDelay() time.Duration {
+	return time.Duration(p.topic.Config().FileDeleteDelayMs) * time.Millisecond
+}
+
+// dropSegments releases segments whose files ResetFetched renamed aside,
+// and unlinks them after file.delete.delay.ms.
+func (p *Partition) dropSegments(segs []*segment) {
+	delay := p.deleteDelay()
+	for _, s := range segs {
+		s.release()
+		p.topic.log.afterDelay(delay, func() {
+			if err := s.removeDeletedFiles(); err != nil {
+				p.topic.log.logger.Warn("remove reset segment", "segment", s.logPath(), "err", err)
+			}
+		})
+	}
+}
+
+// appendFetchedLocked is AppendFetched with Partition.mu held.
+func (p *Partition) appendFetchedLocked(batches [][]byte, cfg Config) error {
+	now := p.topic.log.now()
+	appended := false
+	defer func() {
+		if appended {
+			p.lastAppend.Store(now.UnixNano())
+			p.notify()
+		}
+	}()
+	for _, raw := range batches {
+		b, err := record.ParseBatch(raw, 0)
+		if err != nil {
+			return fmt.Errorf("fetched batch for %s: %w", p, err)
+		}
+		h := b.BatchHeader
+		switch end := p.EndOffset(); {
+		case int64(len(raw)) != h.Size():
+			return fmt.Errorf("fetched batch for %s at offset %d: %d bytes for a batch of %d", p, h.BaseOffset, len(raw), h.Size())
+		case h.BaseOffset < end:
+			return fmt.Errorf("%w: %s: batch at offset %d, the copy ends at %d", ErrNotFollowing, p, h.BaseOffset, end)
+		case h.Size() > cfg.SegmentBytes:
+			return fmt.Errorf("%w: %s: fetched batch of %d bytes, segment.bytes of the copy is %d", ErrRecordTooLarge, p, h.Size(), cfg.SegmentBytes)
+		}
+		seg := p.active()
+		if err := seg.makeWritable(); err != nil {
+			return err
+		}
+		roll, err := p.shouldRoll(seg, h.Size(), &h, cfg, now)
+		if err != nil {
+			return err
+		}
+		if roll {
+			if seg, err = p.rollLocked(h.BaseOffset); err != nil {
+				return err
+			}
+		}
+		if err := seg.appendBatch(raw, &h); err != nil {
+			if errors.Is(err, ErrFailed) {
+				p.failed = err
+			}
+			return err
+		}
+		p.end.Store(int64(h.NextOffset()))
+		appended = true
+	}
+	return nil
+}
