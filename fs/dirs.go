@@ -13,18 +13,38 @@ import (
 	"github.com/logfs/logfs/storage"
 )
 
-// Modes of the nodes. Record files and info are read-only; the append
-// files are write-only (reading one gives nothing).
+// The modes of the nodes at most: what each kind of node can do. Record
+// files and info are read-only, the append files write-only (reading one
+// gives nothing); mkdir adds topics to the root and partitions to a topic
+// and nothing anywhere else. A mount shows them masked by logFS.perm, and
+// the kernel enforces what they show (default_permissions).
 const (
-	modeDir    = syscall.S_IFDIR | 0o755
+	modeMkdir  = syscall.S_IFDIR | 0o777 // the root and topics
+	modeDir    = syscall.S_IFDIR | 0o555 // partitions, offset/ and time/
 	modeRead   = syscall.S_IFREG | 0o444
 	modeAppend = syscall.S_IFREG | 0o222
 )
 
-// setAttr fills the attributes every node shares.
+// permMask returns the permission bits a mount shows of the modes above:
+// all of the owner's, the shared ones for the group and others when other
+// users may use the mount at all, and no write bit on a read-only mount.
+func permMask(o Options) uint32 {
+	mask := uint32(0o700)
+	if o.AllowOther {
+		mask |= uint32(o.Share.Perm() & 0o077)
+	}
+	if o.ReadOnly {
+		mask &^= 0o222
+	}
+	return mask
+}
+
+// setAttr fills the attributes every node shares. mode is one of the
+// modes above; the mount shows it masked by perm. atime and ctime are the
+// mtime: nothing else in the tree changes when a file is read.
 func (f *logFS) setAttr(a *fuse.Attr, ino uint64, mode uint32, size int64, mtime time.Time) {
 	a.Ino = ino
-	a.Mode = mode
+	a.Mode = mode&syscall.S_IFMT | mode&f.perm
 	a.Size = uint64(size)
 	a.Nlink = 1
 	if mode&syscall.S_IFDIR != 0 {
@@ -33,7 +53,7 @@ func (f *logFS) setAttr(a *fuse.Attr, ino uint64, mode uint32, size int64, mtime
 	a.Owner = fuse.Owner{Uid: f.uid, Gid: f.gid}
 	a.Blksize = f.blksize
 	a.Blocks = (uint64(size) + 511) / 512
-	a.SetTimes(nil, &mtime, &mtime)
+	a.SetTimes(&mtime, &mtime, &mtime)
 }
 
 // entry fills a lookup reply: attributes and how long the kernel may keep
@@ -62,6 +82,13 @@ func (f *logFS) denied() syscall.Errno {
 // entry. It is embedded by every directory node next to fs.Inode.
 type fixedDir struct{ f *logFS }
 
+// Setattr refuses chmod, chown, truncate and new times, as every node but
+// the append files does (EPERM, or EROFS on a read-only mount): what a
+// node shows is derived from the log and the mount's options.
+func (d fixedDir) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return d.f.denied()
+}
+
 func (d fixedDir) Unlink(ctx context.Context, name string) syscall.Errno { return d.f.denied() }
 func (d fixedDir) Rmdir(ctx context.Context, name string) syscall.Errno  { return d.f.denied() }
 func (d fixedDir) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
@@ -81,6 +108,7 @@ func (d fixedDir) Link(ctx context.Context, target gofs.InodeEmbedder, name stri
 }
 
 var (
+	_ = (gofs.NodeSetattrer)(fixedDir{})
 	_ = (gofs.NodeUnlinker)(fixedDir{})
 	_ = (gofs.NodeRmdirer)(fixedDir{})
 	_ = (gofs.NodeRenamer)(fixedDir{})
@@ -105,7 +133,7 @@ var (
 )
 
 func (r *rootNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	r.f.setAttr(&out.Attr, rootIno, modeDir, 0, r.f.mounted)
+	r.f.setAttr(&out.Attr, rootIno, modeMkdir, 0, r.f.mounted)
 	out.SetTimeout(r.f.opts.AttrTimeout)
 	return 0
 }
@@ -120,7 +148,7 @@ func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 
 func (r *rootNode) topicInode(ctx context.Context, t *storage.Topic, out *fuse.EntryOut) *gofs.Inode {
 	n := ino(t.Name(), 0, kindTopic, 0)
-	r.f.entry(out, n, modeDir, 0, r.f.mounted, true)
+	r.f.entry(out, n, modeMkdir, 0, r.f.mounted, true)
 	return r.NewInode(ctx, &topicNode{fixedDir: fixedDir{r.f}, t: t}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: n})
 }
 
@@ -133,7 +161,8 @@ func (r *rootNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 	return gofs.NewListDirStream(entries), 0
 }
 
-// Mkdir creates a topic with one partition.
+// Mkdir creates a topic with one partition. Its mode, as every node's,
+// comes from the mount's options; the one asked for is ignored.
 func (r *rootNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if r.f.readOnly {
 		return nil, syscall.EROFS
@@ -171,7 +200,7 @@ var (
 )
 
 func (d *topicNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	d.f.setAttr(&out.Attr, ino(d.t.Name(), 0, kindTopic, 0), modeDir, 0, d.f.mounted)
+	d.f.setAttr(&out.Attr, ino(d.t.Name(), 0, kindTopic, 0), modeMkdir, 0, d.f.mounted)
 	out.SetTimeout(d.f.opts.AttrTimeout)
 	return 0
 }

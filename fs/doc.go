@@ -40,9 +40,25 @@
 // mount of the same data; time/T and earliest/latest share the inode of
 // the offset/N they resolve to.
 //
+// # Who may do what
+//
+// Every node belongs to the user who mounts (and to Options.Group, or that
+// user's group) and shows the mode its kind allows at most (see dirs.go):
+// the root and topics rwx (mkdir adds topics and partitions), partitions,
+// offset/ and time/ r-x, record files and info r--, the append files -w-.
+// The owner gets all of it; the group and others get Options.Share of it,
+// and only with Options.AllowOther (without it the kernel lets no one else
+// in, and the modes say so). A read-only mount shows no write bit, and is
+// mounted ro, so every write is EROFS before the modes are looked at. The
+// kernel enforces the modes (default_permissions): root passes as always,
+// any other user gets EACCES for what the modes do not give. The mode
+// mkdir asks for is ignored; chmod, chown, truncate and utimes are EPERM
+// (EROFS on a read-only mount) except on the append files, which take the
+// truncate to 0 and the new times that `>` and touch send.
+//
 // # Reading
 //
-// A record file is a regular file (0444) whose st_size is the exact length
+// A record file is a regular file (read-only) whose st_size is the exact length
 // of its rendering now, and whose mtime is the partition's last append
 // (Partition.ModTime). Each open gets its own storage.View; a read at any
 // position asks the view, which finds the place in the log through the

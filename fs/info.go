@@ -61,7 +61,13 @@ var (
 	_ = (gofs.NodeGetattrer)((*infoNode)(nil))
 	_ = (gofs.NodeOpener)((*infoNode)(nil))
 	_ = (gofs.NodeOnForgetter)((*infoNode)(nil))
+	_ = (gofs.NodeSetattrer)((*infoNode)(nil))
 )
+
+// Setattr refuses every change, as fixedDir.Setattr does.
+func (n *infoNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return n.ps.f.denied()
+}
 
 func (n *infoNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	n.ps.handedOut(&n.Inode)

@@ -50,9 +50,20 @@ type Options struct {
 	// ReadOnly refuses every change with EROFS. It is implied by a log
 	// opened read-only.
 	ReadOnly bool
-	// AllowOther lets other users than the one mounting see the files
-	// (needs user_allow_other in /etc/fuse.conf when not root).
+	// AllowOther lets other users than the one mounting into the mount
+	// (needs user_allow_other in /etc/fuse.conf when not root), to do what
+	// Share gives them. Without it the kernel refuses them everything.
 	AllowOther bool
+	// Share is the permission bits, within 0o077, that the group of the
+	// nodes and all others get with AllowOther: 0o040 lets the group read
+	// record files and info and list directories (0o050 with the x needed
+	// to enter them), 0o020 lets it append and mkdir, 0o007 the same for
+	// everyone. The owner, the user who mounts, gets every bit a node's
+	// kind allows; zero shares nothing. The kernel enforces the modes
+	// the nodes show (default_permissions).
+	Share os.FileMode
+	// Group is the group of the nodes; nil means the mounting process's.
+	Group *uint32
 	// Debug logs every FUSE request and reply (go-fuse's request log) at
 	// slog.LevelInfo.
 	Debug bool
@@ -157,11 +168,19 @@ func Mount(mountpoint string, l *storage.Log, o Options) (*Server, error) {
 		FsName:        o.FsName,
 		Name:          "logfs",
 		DisableXAttrs: true,
+		// The kernel checks every access against the modes the nodes
+		// show, which say what the mount allows (see permMask).
+		Options: []string{"default_permissions"},
 		// Reads are answered from rendered bytes in memory, never from a
 		// file descriptor; without this go-fuse would still prepare a pipe
 		// for every reply before falling back to writev.
 		DisableSplice: true,
 		PanicHandler:  f.panicked,
+	}
+	if o.ReadOnly {
+		// The kernel then refuses every write with EROFS before it looks
+		// at the modes, which show no write bit.
+		mo.Options = append(mo.Options, "ro")
 	}
 	if os.Geteuid() == 0 {
 		// Root mounts with mount(2); fall back to fusermount3 only if
@@ -172,8 +191,11 @@ func Mount(mountpoint string, l *storage.Log, o Options) (*Server, error) {
 	opts := &gofs.Options{
 		MountOptions: mo,
 		Logger:       fuseLog,
-		UID:          uint32(os.Getuid()),
-		GID:          uint32(os.Getgid()),
+		UID:          f.uid,
+		GID:          f.gid,
+		// A node that allows nothing (an append file on a read-only
+		// mount) shows mode 0, not go-fuse's 0644.
+		NullPermissions: true,
 		// EntryTimeout, AttrTimeout and NegativeTimeout stay nil: every
 		// node sets its own (see doc.go), and nothing caches ENOENT.
 	}
@@ -250,10 +272,11 @@ func checkMountpoint(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrMountpoint, err)
 	}
+	stale := fmt.Errorf("%w: %s is a stale FUSE mount (its server died); run umount %s", ErrMountpoint, mp, mp)
 	fi, err := os.Stat(mp)
 	switch {
 	case errors.Is(err, syscall.ENOTCONN):
-		return "", fmt.Errorf("%w: %s is a stale FUSE mount (its server died); run umount %s", ErrMountpoint, mp, mp)
+		return "", stale
 	case err != nil:
 		return "", fmt.Errorf("%w: %v", ErrMountpoint, err)
 	case !fi.IsDir():
@@ -264,6 +287,13 @@ func checkMountpoint(dir string) (string, error) {
 		return "", fmt.Errorf("%w: %v", ErrMountpoint, err)
 	}
 	if mounted {
+		// A FUSE mount whose server died may still answer stat from
+		// attributes the kernel cached (default_permissions checks
+		// them without asking); statfs always asks the server.
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(mp, &st); errors.Is(err, syscall.ENOTCONN) {
+			return "", stale
+		}
 		return "", fmt.Errorf("%w: %s is already a mount point", ErrMountpoint, mp)
 	}
 	d, err := os.Open(mp)
@@ -349,6 +379,7 @@ type logFS struct {
 	readOnly bool
 	mounted  time.Time // mtime of the root and topic directories
 	uid, gid uint32
+	perm     uint32 // the permission bits nodes show, see permMask
 	blksize  uint32
 
 	mu     sync.Mutex
@@ -366,6 +397,10 @@ func newLogFS(l *storage.Log, o Options) *logFS {
 	for bs*2 <= uint32(o.MaxWrite) {
 		bs *= 2
 	}
+	gid := uint32(os.Getgid())
+	if o.Group != nil {
+		gid = *o.Group
+	}
 	return &logFS{
 		l:        l,
 		opts:     o,
@@ -373,7 +408,8 @@ func newLogFS(l *storage.Log, o Options) *logFS {
 		readOnly: o.ReadOnly,
 		mounted:  time.Now(),
 		uid:      uint32(os.Getuid()),
-		gid:      uint32(os.Getgid()),
+		gid:      gid,
+		perm:     permMask(o),
 		blksize:  bs,
 		parts:    make(map[partKey]*partState),
 	}

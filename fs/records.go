@@ -209,7 +209,13 @@ var (
 	_ = (gofs.NodeGetattrer)((*recordNode)(nil))
 	_ = (gofs.NodeOpener)((*recordNode)(nil))
 	_ = (gofs.NodeOnForgetter)((*recordNode)(nil))
+	_ = (gofs.NodeSetattrer)((*recordNode)(nil))
 )
+
+// Setattr refuses every change, as fixedDir.Setattr does.
+func (n *recordNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return n.ps.f.denied()
+}
 
 // size returns the file's current size: from the open handle's view when
 // there is one (it pins the segments, so it answers even after retention

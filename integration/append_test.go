@@ -53,7 +53,7 @@ func TestShellAppend(t *testing.T) {
 	st, err := os.Stat(filepath.Join(dir, "append"))
 	require.NoError(t, err)
 	require.Equal(t, int64(0), st.Size())
-	require.Equal(t, os.FileMode(0o222), st.Mode().Perm())
+	require.Equal(t, os.FileMode(0o200), st.Mode().Perm(), "writable by the owner only")
 }
 
 // TestCatBigFileAppend appends many MiB of lines of every length with cat

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,6 +34,10 @@ type mountArgs struct {
 	options    []string
 	// retentionCheck is log.retention.check.interval.ms, from -o.
 	retentionCheck time.Duration
+	// umask and group are -o umask= and gid=: what the mount shares with
+	// other users (with --allow-other), and the group the nodes show.
+	umask *uint32
+	group *uint32
 }
 
 // retentionCheckProperty is the broker setting -o takes for how often
@@ -59,16 +64,25 @@ directory, say) without changing a byte.
 
 -o sets defaults for every topic that does not set its own, in Kafka's
 property names (-o segment.bytes=1048576,retention.ms=-1; repeatable). It
-also takes mount(8)'s ro, rw, allow_other and debug, and the broker setting
-log.retention.check.interval.ms: how often retention deletes the segments
-retention.ms and retention.bytes condemn (default 300000, 5 minutes; the
-first run comes 30 s after the mount, or sooner with a shorter interval).
+also takes mount(8)'s ro, rw, allow_other, default_permissions (always on)
+and debug, and the broker setting log.retention.check.interval.ms: how often
+retention deletes the segments retention.ms and retention.bytes condemn
+(default 300000, 5 minutes; the first run comes 30 s after the mount, or
+sooner with a shorter interval).
+
+The mount is private: only the user who mounts gets in. --allow-other lets
+other users in, to do what the modes of the files allow, which the kernel
+enforces. By default they allow nothing; -o umask= opens them as for any
+file system (umask=022: everyone reads, only the owner appends and creates
+topics; umask=027,gid=loggers: the group loggers reads; umask=007: the group
+also appends and creates), and -o gid=GROUP sets the group the files show.
 
 As root logfs mounts with mount(2); other users need fusermount3 (Debian's
 fuse3 package).`,
 		Example: `  logfs mount ./mnt
   logfs mount --data /srv/logfs -o retention.ms=86400000 /mnt/logfs
-  logfs mount --read-only --data /var/lib/kafka/data /mnt/kafka`,
+  logfs mount --read-only --data /var/lib/kafka/data /mnt/kafka
+  logfs mount --allow-other -o umask=027,gid=loggers /mnt/logfs`,
 		Args: args("MOUNTPOINT"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			return mount(cmd, m, a[0])
@@ -78,11 +92,12 @@ fuse3 package).`,
 	addDebugFlag(cmd, &m.debug)
 	cmd.Flags().BoolVar(&m.readOnly, "read-only", false, "serve without changing anything; writes fail with EROFS")
 	cmd.Flags().BoolVar(&m.allowOther, "allow-other", false, "let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root)")
-	cmd.Flags().StringArrayVarP(&m.options, "option", "o", nil, "topic default `key=value` (Kafka property name), or ro, rw, allow_other, debug; comma-separated, repeatable")
+	cmd.Flags().StringArrayVarP(&m.options, "option", "o", nil, "topic default `key=value` (Kafka property name), or ro, rw, allow_other, umask=, gid=, debug; comma-separated, repeatable")
 	return cmd
 }
 
-// parseMountOptions applies -o: mount(8)'s flags and topic defaults.
+// parseMountOptions applies -o: mount(8)'s flags, the mount's own
+// settings and topic defaults.
 func parseMountOptions(m *mountArgs) (storage.Overrides, error) {
 	defaults := storage.Overrides{}
 	m.retentionCheck = defaultRetentionCheck
@@ -96,15 +111,15 @@ func parseMountOptions(m *mountArgs) (storage.Overrides, error) {
 				m.readOnly = false
 			case "allow_other":
 				m.allowOther = true
+			case "default_permissions": // always on
 			case "debug":
 				m.debug = true
 			default:
-				if v, ok := strings.CutPrefix(o, retentionCheckProperty+"="); ok {
-					ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-					if err != nil || ms < 1 || ms > math.MaxInt64/int64(time.Millisecond) {
-						return nil, usageErrorf("-o %s: want a number of milliseconds, at least 1", o)
+				key, value, _ := strings.Cut(o, "=")
+				if ok, err := m.setMountOption(key, strings.TrimSpace(value)); ok {
+					if err != nil {
+						return nil, usageErrorf("-o %s: %v", o, err)
 					}
-					m.retentionCheck = time.Duration(ms) * time.Millisecond
 					continue
 				}
 				if err := defaults.SetPair(o); err != nil {
@@ -116,10 +131,66 @@ func parseMountOptions(m *mountArgs) (storage.Overrides, error) {
 	return defaults, nil
 }
 
+// setMountOption applies one key=value of -o that is a setting of the
+// mount rather than a topic default, and says whether it was one.
+func (m *mountArgs) setMountOption(key, value string) (bool, error) {
+	switch key {
+	case retentionCheckProperty:
+		ms, err := strconv.ParseInt(value, 10, 64)
+		if err != nil || ms < 1 || ms > math.MaxInt64/int64(time.Millisecond) {
+			return true, errors.New("want a number of milliseconds, at least 1")
+		}
+		m.retentionCheck = time.Duration(ms) * time.Millisecond
+	case "umask":
+		u, err := strconv.ParseUint(value, 8, 32)
+		if err != nil || u > 0o777 {
+			return true, errors.New("want octal permission bits to withhold, such as 022 or 027")
+		}
+		mask := uint32(u)
+		m.umask = &mask
+	case "gid":
+		gid, err := lookupGroup(value)
+		if err != nil {
+			return true, err
+		}
+		m.group = &gid
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// lookupGroup takes a group name or number.
+func lookupGroup(s string) (uint32, error) {
+	g, err := user.LookupGroup(s)
+	if err != nil {
+		if g, err = user.LookupGroupId(s); err != nil {
+			return 0, fmt.Errorf("no group %q", s)
+		}
+	}
+	gid, err := strconv.ParseUint(g.Gid, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("group %q has gid %q", s, g.Gid)
+	}
+	return uint32(gid), nil
+}
+
+// share is what -o umask= leaves to the group and others of what each
+// node allows; nothing by default.
+func (m *mountArgs) share() os.FileMode {
+	if m.umask == nil {
+		return 0
+	}
+	return os.FileMode(0o077 &^ *m.umask)
+}
+
 func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	defaults, err := parseMountOptions(&m)
 	if err != nil {
 		return err
+	}
+	if m.umask != nil && !m.allowOther {
+		fmt.Fprintf(cmd.ErrOrStderr(), "logfs mount: -o umask= shares nothing without --allow-other: only you can use the mount\n")
 	}
 	// Refuse a bad mount point, or a machine where FUSE cannot work,
 	// before the data directory is created or recovered.
@@ -157,7 +228,8 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	defer signal.Stop(sig)
 	var srv *mountfs.Server
 	err = foldFusermountStderr(stderr, func() (err error) {
-		srv, err = mountfs.Mount(mountpoint, l, mountfs.Options{ReadOnly: m.readOnly, AllowOther: m.allowOther, Debug: m.debug, Logger: logger})
+		srv, err = mountfs.Mount(mountpoint, l, mountfs.Options{ReadOnly: m.readOnly, AllowOther: m.allowOther, Debug: m.debug, Logger: logger,
+			Share: m.share(), Group: m.group})
 		return err
 	})
 	if err != nil {
