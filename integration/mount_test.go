@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -131,7 +130,7 @@ func unmountAt(t testing.TB, srv interface{ Unmount() error }, mp string) {
 		}
 		if time.Now().After(deadline) {
 			t.Errorf("unmount: %v; detaching lazily", err)
-			if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil {
+			if err := fusetest.Unmount(mp, true); err != nil {
 				t.Errorf("lazy unmount: %v", err)
 			}
 			return

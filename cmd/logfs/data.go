@@ -54,13 +54,8 @@ func newLogger(w io.Writer, level slog.Level, debug, withTime bool) *slog.Logger
 // process has it open for writing.
 func openLog(dir string, o storage.Options) (*storage.Log, error) {
 	if o.ReadOnly {
-		st, err := os.Stat(dir)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("data directory %s does not exist (create a topic first, or give --data)", dir)
-		} else if err != nil {
+		if err := checkDataDirExists(dir); err != nil {
 			return nil, err
-		} else if !st.IsDir() {
-			return nil, fmt.Errorf("data directory %s is not a directory", dir)
 		}
 	}
 	if o.RetentionCheckInterval == 0 && !o.ReadOnly {
@@ -76,6 +71,20 @@ func openLog(dir string, o storage.Options) (*storage.Log, error) {
 		return nil, fmt.Errorf("open data directory %s: %w", dir, err)
 	}
 	return l, nil
+}
+
+// checkDataDirExists fails unless dir is a directory: a read-only open
+// needs one.
+func checkDataDirExists(dir string) error {
+	st, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("data directory %s does not exist (create a topic first, or give --data)", dir)
+	} else if err != nil {
+		return err
+	} else if !st.IsDir() {
+		return fmt.Errorf("data directory %s is not a directory", dir)
+	}
+	return nil
 }
 
 // closeLog closes l and joins its error to err: a failed close must fail

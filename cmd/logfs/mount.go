@@ -194,6 +194,11 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	}
 	// Refuse a bad mount point, or a machine where FUSE cannot work,
 	// before the data directory is created or recovered.
+	if m.readOnly {
+		if err := checkDataDirExists(m.dir); err != nil {
+			return err
+		}
+	}
 	if err := mountfs.Preflight(mountpoint, m.allowOther); err != nil {
 		return err
 	}

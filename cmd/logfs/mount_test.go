@@ -74,7 +74,7 @@ func startMount(t *testing.T, dir, mountpoint string, args ...string) *mountProc
 			}
 		}
 		if mounted(mountpoint) {
-			syscall.Unmount(mountpoint, syscall.MNT_DETACH)
+			fusetest.Unmount(mountpoint, true)
 		}
 	})
 	select {
@@ -166,12 +166,7 @@ func TestMountExternalUmount(t *testing.T) {
 	require.NoError(t, os.Mkdir(filepath.Join(mp, "t"), 0o755))
 	appendLine(t, filepath.Join(mp, "t", "0", "append"), "x\n")
 
-	if os.Geteuid() == 0 {
-		require.NoError(t, syscall.Unmount(mp, 0))
-	} else {
-		out, err := exec.Command("fusermount3", "-u", mp).CombinedOutput()
-		require.NoError(t, err, "%s", out)
-	}
+	require.NoError(t, fusetest.Unmount(mp, false))
 	require.Equal(t, 0, m.wait(t), m.stderr())
 	require.FileExists(t, filepath.Join(dir, "data", ".kafka_cleanshutdown"))
 	require.Equal(t, "x\n", ok(t, dir, "", "consume", "--data", "data", "--offset", "0", "t", "0"))

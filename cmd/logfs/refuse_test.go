@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/logfs/logfs/internal/fusetest"
 )
 
 // TestMountRefusesBeforeTouchingData: a mount point that cannot be used is
@@ -72,7 +74,7 @@ func TestMountRefusesStaleWithoutRecovering(t *testing.T) {
 	require.NotContains(t, r.stderr, "recover")
 	require.Equal(t, before, snapshot(t, data), "the data directory changed")
 
-	require.NoError(t, syscall.Unmount(mp, syscall.MNT_DETACH))
+	require.NoError(t, fusetest.Unmount(mp, true))
 	// Once the stale mount is gone, the same command recovers and serves.
 	m = startMount(t, dir, mp, "--data", "data")
 	b, err := os.ReadFile(filepath.Join(mp, "t", "0", "offset", "0"))
