@@ -42,7 +42,10 @@ type PartitionOptions struct {
 	ReadOnly bool
 	Logger   *slog.Logger
 	// Progress, if not nil, is called with the .log bytes of each segment
-	// as loading passes it, scanned or not (LoadAll's progress report).
+	// recovery scans or drops, as it passes it: the segments from the one
+	// holding the recovery point on (LoadAll's progress report, which
+	// starts from ScanBytes). Trusted segments below the recovery point and
+	// expired ones below the log start are not counted: they are not work.
 	Progress func(bytes int64)
 }
 
@@ -159,6 +162,8 @@ func (l *loader) load() error {
 // (the first when there is none).
 func (l *loader) recoverFrom(bases []record.Offset) record.Offset {
 	switch {
+	case len(bases) == 0:
+		return math.MaxInt64
 	case l.o.Force:
 		return bases[0]
 	case l.o.Clean:
@@ -286,7 +291,6 @@ func (l *loader) hole(prevNext, base record.Offset) string {
 // rebuilt now from the batch headers (on a writable load).
 func (l *loader) trusted(base record.Offset, f *segmentFile) error {
 	o := l.o
-	defer func() { l.progress(f.size) }()
 	seg := Segment{Base: base, Size: f.size}
 	if f.hasIndex && f.hasTimeIndex {
 		l.st.Segments = append(l.st.Segments, seg)
@@ -470,7 +474,6 @@ func (l *loader) removeSegments(files *segmentFiles, bases []record.Offset, why 
 		}
 		*list = append(*list, Dropped{File: logPath, Base: base, Bytes: int64(f.size), Why: why})
 		logf(logPath, f.size)
-		l.progress(f.size)
 		if o.ReadOnly {
 			continue
 		}
@@ -525,6 +528,7 @@ func (l *loader) empty() error {
 func (l *loader) drop(files *segmentFiles, bases []record.Offset, why string) error {
 	err := l.removeSegments(files, bases, why, &l.rep.Dropped, func(logPath string, size record.Position) {
 		l.o.Logger.Warn("recovery dropped a segment", "segment", logPath, "bytes", size, "why", why, "read_only", l.o.ReadOnly)
+		l.progress(size)
 	})
 	if err != nil || l.o.ReadOnly {
 		return err

@@ -2,12 +2,13 @@ package recovery
 
 import (
 	"log/slog"
-	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/logfs/logfs/layout"
+	"github.com/logfs/logfs/record"
 )
 
 // DefaultProgressInterval is how often LoadAll reports what is left while
@@ -25,6 +26,23 @@ type LoadOptions struct {
 	// ProgressInterval is how often progress is logged while partitions
 	// are scanned; 0 means DefaultProgressInterval.
 	ProgressInterval time.Duration
+	// OnProgress, if not nil, is told how far the load has got: once at
+	// the start, after each segment scanned or dropped and each partition
+	// loaded, and once at the end (Done), clean loads included (with no
+	// bytes). It is called from the loading goroutines, concurrently, and
+	// must be quick. With it LoadAll logs no periodic progress lines: the
+	// caller shows progress its own way (logfs draws a bar on a terminal).
+	OnProgress func(Progress)
+}
+
+// Progress is how far LoadAll has got.
+type Progress struct {
+	Partitions     int   // partitions to load
+	PartitionsLeft int   // of them not loaded yet
+	Bytes          int64 // .log bytes to scan: the work ahead (ScanBytes), 0 on a clean load
+	BytesLeft      int64 // of them not scanned yet
+	Clean          bool  // a clean load: nothing is scanned
+	Done           bool  // the last call
 }
 
 // LoadAll loads partitions on a bounded pool, as Kafka's LogManager does:
@@ -53,8 +71,8 @@ func LoadAll(parts []PartitionOptions, o LoadOptions) ([]*PartitionState, []erro
 	states := make([]*PartitionState, len(parts))
 	errs := make([]error, len(parts))
 
-	// Progress: the .log bytes of every partition that will be scanned,
-	// counted down as each partition passes its segments.
+	// Progress: the .log bytes every partition will scan (ScanBytes),
+	// counted down as the loads scan or drop segments.
 	var left, bytesLeft atomic.Int64
 	left.Store(int64(len(parts)))
 	if !rep.Clean {
@@ -68,16 +86,25 @@ func LoadAll(parts []PartitionOptions, o LoadOptions) ([]*PartitionState, []erro
 			sem <- struct{}{}
 			go func() {
 				defer wg.Done()
-				bytesLeft.Add(dirLogBytes(p))
+				bytesLeft.Add(ScanBytes(p))
 				<-sem
 			}()
 		}
 		wg.Wait()
 		logger.Info("recovering logs", "partitions", len(parts), "bytes", bytesLeft.Load(), "threads", threads)
 	}
+	total := bytesLeft.Load()
+	report := func(done bool) {}
+	if o.OnProgress != nil {
+		report = func(done bool) {
+			o.OnProgress(Progress{Partitions: len(parts), PartitionsLeft: int(left.Load()), Bytes: total,
+				BytesLeft: bytesLeft.Load(), Clean: rep.Clean, Done: done})
+		}
+	}
+	report(false)
 	done := make(chan struct{})
 	var ticker sync.WaitGroup
-	if !rep.Clean {
+	if !rep.Clean && o.OnProgress == nil {
 		ticker.Add(1)
 		go func() {
 			defer ticker.Done()
@@ -106,10 +133,14 @@ func LoadAll(parts []PartitionOptions, o LoadOptions) ([]*PartitionState, []erro
 					p.Logger = logger
 				}
 				if !p.Clean || p.Force {
-					p.Progress = func(n int64) { bytesLeft.Add(-n) }
+					p.Progress = func(n int64) {
+						bytesLeft.Add(-n)
+						report(false)
+					}
 				}
 				states[i], errs[i] = LoadPartition(p)
 				left.Add(-1)
+				report(false)
 			}
 		}()
 	}
@@ -120,6 +151,7 @@ func LoadAll(parts []PartitionOptions, o LoadOptions) ([]*PartitionState, []erro
 	wg.Wait()
 	close(done)
 	ticker.Wait()
+	report(true)
 
 	for i, st := range states {
 		if errs[i] == nil && st != nil {
@@ -144,19 +176,39 @@ func LoadAll(parts []PartitionOptions, o LoadOptions) ([]*PartitionState, []erro
 	return states, errs, rep
 }
 
-// dirLogBytes sums the .log files of a partition folder, for progress.
-func dirLogBytes(p PartitionOptions) int64 {
+// ScanBytes is the work a load of p has ahead: the .log bytes of the
+// segments it will scan (or drop), from the one holding the recovery point
+// to the end, every one when forced or without a recovery point, none on a
+// clean load. Segments below the log start are removed unread and not
+// counted. It only lists the folder; LoadAll's progress counts it down.
+func ScanBytes(p PartitionOptions) int64 {
+	if p.Clean && !p.Force {
+		return 0
+	}
 	entries, err := p.FS.ReadDir(p.Dir)
 	if err != nil {
 		return 0
 	}
-	var n int64
+	sizes := map[record.Offset]int64{}
+	var bases []record.Offset
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), layout.LogSuffix) {
+		base, suffix, ok := layout.ParseSegmentFileName(e.Name())
+		if !ok || e.IsDir() || suffix != layout.LogSuffix {
 			continue
 		}
 		if info, err := e.Info(); err == nil {
-			n += info.Size()
+			sizes[base] = info.Size()
+			bases = append(bases, base)
+		}
+	}
+	slices.Sort(bases)
+	bases = bases[expiredPrefix(bases, p.LogStart):]
+	l := loader{o: p}
+	from := l.recoverFrom(bases)
+	var n int64
+	for _, b := range bases {
+		if b >= from {
+			n += sizes[b]
 		}
 	}
 	return n

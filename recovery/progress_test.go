@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/recovery"
 	"github.com/logfs/logfs/vfs"
 )
@@ -92,4 +93,60 @@ func TestLoadAllProgress(t *testing.T) {
 		prevBytes, prevParts = b, p
 	}
 	t.Logf("%d progress lines over %d bytes", ticks, total)
+}
+
+// TestLoadAllProgressCountsWorkAhead: the start line's bytes are the work
+// ahead, the segments from the one holding the recovery point on, not the
+// whole partition; progress counts down to zero over exactly those, and
+// the trusted segments below the recovery point are not counted.
+func TestLoadAllProgressCountsWorkAhead(t *testing.T) {
+	dir := t.TempDir()
+	files := benchPartition(t, dir, 8<<20, 2<<20, 16<<10) // 4 segments
+	require.GreaterOrEqual(t, len(files), 4)
+	last := files[len(files)-1]
+	st, err := os.Stat(last)
+	require.NoError(t, err)
+	base, _, ok := layout.ParseSegmentFileName(filepath.Base(last))
+	require.True(t, ok)
+	p := recovery.PartitionOptions{FS: vfs.Default, Dir: dir, RecoveryPoint: base + 1, LogStart: -1,
+		IndexConfig: recovery.IndexConfig{IndexInterval: 4096}}
+	require.Equal(t, st.Size(), recovery.ScanBytes(p))
+	forced := p
+	forced.Force = true
+	var all int64
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		require.NoError(t, err)
+		all += fi.Size()
+	}
+	require.Equal(t, all, recovery.ScanBytes(forced))
+	clean := p
+	clean.Clean = true
+	require.Zero(t, recovery.ScanBytes(clean))
+
+	var buf syncBuffer
+	var mu sync.Mutex
+	var seen []recovery.Progress
+	logger := slog.New(slog.NewJSONHandler(&buf, nil))
+	_, errs, rep := recovery.LoadAll([]recovery.PartitionOptions{p}, recovery.LoadOptions{Threads: 1, Logger: logger, ProgressInterval: time.Millisecond,
+		OnProgress: func(pr recovery.Progress) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, pr)
+		}})
+	require.NoError(t, errs[0])
+	require.NotEmpty(t, seen)
+	for _, pr := range seen {
+		require.Equal(t, st.Size(), pr.Bytes)
+		require.GreaterOrEqual(t, pr.BytesLeft, int64(0))
+		require.LessOrEqual(t, pr.BytesLeft, pr.Bytes)
+	}
+	end := seen[len(seen)-1]
+	require.True(t, end.Done)
+	counted := end.Bytes - end.BytesLeft
+	require.Equal(t, st.Size(), rep.ScannedBytes())
+	require.Equal(t, st.Size(), counted, "progress reached the whole work ahead")
+	recs := buf.records(t)
+	require.Equal(t, "recovering logs", recs[0]["msg"])
+	require.EqualValues(t, st.Size(), recs[0]["bytes"], "the start line counts the work ahead")
 }
