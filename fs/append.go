@@ -88,6 +88,7 @@ type appendHandle struct {
 	partial  []byte           // GUARDED_BY(mu): bytes after the last newline
 	dropping bool             // GUARDED_BY(mu): discarding the rest of an oversized line
 	recs     []storage.Record // GUARDED_BY(mu): scratch
+	ends     []int            // GUARDED_BY(mu): scratch
 }
 
 var (
@@ -110,7 +111,7 @@ func (h *appendHandle) Flush(ctx context.Context) syscall.Errno { return 0 }
 // (through this handle and any other way) is durable. A partial line is
 // not a record yet and stays buffered.
 func (h *appendHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	if err := h.n.ps.p.Sync(); err != nil {
+	if err := h.n.ps.syncAppends(); err != nil {
 		return h.n.ps.f.errno(err, "fsync", h.n.name())
 	}
 	return 0
@@ -121,7 +122,7 @@ func (h *appendHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 func (h *appendHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n, err := h.write(data)
+	n, err := h.write(ctx, data)
 	if err != nil {
 		return uint32(n), h.n.ps.f.errno(err, "write", h.n.name())
 	}
@@ -148,7 +149,7 @@ func (h *appendHandle) tooLong(n int, maxMessage int64) bool {
 // newline already make an oversized line: the complete lines are
 // appended, and the kernel hands the rest to the next write, which fails
 // with EFBIG.
-func (h *appendHandle) write(data []byte) (int, error) {
+func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 	cfg := h.config()
 	maxMessage, segment := cfg.MaxMessageBytes, cfg.SegmentBytes
 	skipped := 0
@@ -184,24 +185,27 @@ func (h *appendHandle) write(data []byte) (int, error) {
 		firstLine = complete[:first]
 	}
 	recs := h.recs[:0]
-	bad := -1 // index of the line that failed, or -1
+	ends := h.ends[:0] // where in data each record's line ends
+	bad := -1          // index of the line that failed, or -1
 	var err error
-	add := func(i int, line []byte) {
+	add := func(i int, line []byte, end int) {
 		r, skip, e := h.record(line, cfg)
 		switch {
 		case e != nil:
 			bad, err = i, e
 		case !skip:
 			recs = append(recs, r)
+			ends = append(ends, end)
 		}
 	}
-	add(0, firstLine)
+	add(0, firstLine, first+1)
 	rest := complete[first+1:]
 	for i := 1; len(rest) > 0 && err == nil; i++ {
 		j := bytes.IndexByte(rest, '\n')
-		add(i, rest[:j])
+		add(i, rest[:j], len(complete)-len(rest)+j+1)
 		rest = rest[j+1:]
 	}
+	h.ends = ends[:0]
 	h.recs = recs[:0]
 	if err != nil {
 		if bad == 0 {
@@ -209,8 +213,16 @@ func (h *appendHandle) write(data []byte) (int, error) {
 		}
 		return skipped, err
 	}
-	if err := h.append(recs, segment); err != nil {
+	done, err := h.n.ps.appendRecords(ctx, recs, segment)
+	if err != nil {
 		return skipped, err
+	}
+	if done < len(recs) {
+		// A cluster took the lines that fit one produce batch: the write
+		// is short, and the writer sends the rest again.
+		h.partial = h.partial[:0]
+		h.n.ps.invalidate()
+		return skipped + ends[done-1], nil
 	}
 	h.partial = append(h.partial[:0], tail...)
 	// The record files are other inodes than this one: invalidating them
@@ -237,31 +249,6 @@ func (h *appendHandle) record(line []byte, cfg storage.Config) (r storage.Record
 	return r, false, cfg.CheckRecord(&r)
 }
 
-// append writes recs in one batch. Only when a topic's segment.bytes is
-// smaller than the write does it take several batches, as large as a
-// segment allows.
-func (h *appendHandle) append(recs []storage.Record, segment int64) error {
-	p := h.n.ps.p
-	const slack = 16 // the varint deltas of a record in a batch, at most
-	for len(recs) > 0 {
-		size, n := int64(record.HeaderSize), 0
-		for n < len(recs) {
-			r := &recs[n]
-			rs := int64(record.RecordSize(0, 0, r.Key, r.Value, r.Headers) + slack)
-			if n > 0 && size+rs > segment {
-				break
-			}
-			size += rs
-			n++
-		}
-		if _, err := p.Append(recs[:n]); err != nil {
-			return err
-		}
-		recs = recs[n:]
-	}
-	return nil
-}
-
 // Release appends the partial line left by the last write, if any. The
 // kernel sends RELEASE after the last descriptor of the open file is
 // closed, and does not wait for it: close(2) may return before the record
@@ -274,7 +261,7 @@ func (h *appendHandle) Release(ctx context.Context) syscall.Errno {
 	}
 	r, skip, err := h.record(h.partial, h.config())
 	if err == nil && !skip {
-		if _, err = h.n.ps.p.Append([]storage.Record{r}); err == nil {
+		if _, err = h.n.ps.appendRecords(ctx, []storage.Record{r}, h.config().SegmentBytes); err == nil {
 			h.n.ps.invalidate()
 		}
 	}

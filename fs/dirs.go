@@ -139,21 +139,23 @@ func (r *rootNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 }
 
 func (r *rootNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	t, err := r.f.l.Topic(name)
-	if err != nil {
+	if !r.f.topicExists(ctx, name) {
 		return nil, syscall.ENOENT
 	}
-	return r.topicInode(ctx, t, out), 0
+	return r.topicInode(ctx, name, out), 0
 }
 
-func (r *rootNode) topicInode(ctx context.Context, t *storage.Topic, out *fuse.EntryOut) *gofs.Inode {
-	n := ino(t.Name(), 0, kindTopic, 0)
+func (r *rootNode) topicInode(ctx context.Context, name string, out *fuse.EntryOut) *gofs.Inode {
+	n := ino(name, 0, kindTopic, 0)
 	r.f.entry(out, n, modeMkdir, 0, r.f.mounted, true)
-	return r.NewInode(ctx, &topicNode{fixedDir: fixedDir{r.f}, t: t}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: n})
+	return r.NewInode(ctx, &topicNode{fixedDir: fixedDir{r.f}, name: name}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: n})
 }
 
 func (r *rootNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	names := r.f.l.Topics()
+	names, err := r.f.topicNames(ctx)
+	if err != nil {
+		return nil, r.f.errno(err, "readdir", "/")
+	}
 	entries := make([]fuse.DirEntry, 0, len(names))
 	for _, name := range names {
 		entries = append(entries, fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: ino(name, 0, kindTopic, 0)})
@@ -167,11 +169,10 @@ func (r *rootNode) Mkdir(ctx context.Context, name string, mode uint32, out *fus
 	if r.f.readOnly {
 		return nil, syscall.EROFS
 	}
-	t, err := r.f.l.CreateTopic(name, 1, nil)
-	if err != nil {
+	if err := r.f.createTopic(ctx, name); err != nil {
 		return nil, r.f.errno(err, "mkdir", name)
 	}
-	return r.topicInode(ctx, t, out), 0
+	return r.topicInode(ctx, name, out), 0
 }
 
 // Statfs reports the data directory's file system, so df shows the room
@@ -189,7 +190,7 @@ func (r *rootNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errn
 type topicNode struct {
 	gofs.Inode
 	fixedDir
-	t *storage.Topic
+	name string
 }
 
 var (
@@ -200,7 +201,7 @@ var (
 )
 
 func (d *topicNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	d.f.setAttr(&out.Attr, ino(d.t.Name(), 0, kindTopic, 0), modeMkdir, 0, d.f.mounted)
+	d.f.setAttr(&out.Attr, ino(d.name, 0, kindTopic, 0), modeMkdir, 0, d.f.mounted)
 	out.SetTimeout(d.f.opts.AttrTimeout)
 	return 0
 }
@@ -210,25 +211,28 @@ func (d *topicNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	if err != nil {
 		return nil, syscall.ENOENT
 	}
-	p, err := d.t.Partition(id)
+	p, err := d.f.storagePartition(ctx, d.name, id)
 	if err != nil {
-		return nil, syscall.ENOENT
+		return nil, d.f.errno(err, "lookup", d.name+"/"+name)
 	}
 	return d.partitionInode(ctx, p, out), 0
 }
 
 func (d *topicNode) partitionInode(ctx context.Context, p *storage.Partition, out *fuse.EntryOut) *gofs.Inode {
-	n := ino(d.t.Name(), p.ID(), kindPartition, 0)
+	n := ino(d.name, p.ID(), kindPartition, 0)
 	d.f.entry(out, n, modeDir, 0, p.ModTime(), true)
 	ps := d.f.partition(p)
 	return d.NewInode(ctx, &partitionNode{fixedDir: fixedDir{d.f}, ps: ps}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: n})
 }
 
 func (d *topicNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	parts := d.t.Partitions()
-	entries := make([]fuse.DirEntry, 0, len(parts))
-	for _, p := range parts {
-		entries = append(entries, fuse.DirEntry{Name: strconv.Itoa(p.ID()), Mode: syscall.S_IFDIR, Ino: ino(d.t.Name(), p.ID(), kindPartition, 0)})
+	ids, err := d.f.partitionIDs(ctx, d.name)
+	if err != nil {
+		return nil, d.f.errno(err, "readdir", d.name)
+	}
+	entries := make([]fuse.DirEntry, 0, len(ids))
+	for _, id := range ids {
+		entries = append(entries, fuse.DirEntry{Name: strconv.Itoa(id), Mode: syscall.S_IFDIR, Ino: ino(d.name, id, kindPartition, 0)})
 	}
 	return gofs.NewListDirStream(entries), 0
 }
@@ -242,11 +246,11 @@ func (d *topicNode) Mkdir(ctx context.Context, name string, mode uint32, out *fu
 	id, err := layout.ParsePartition(name)
 	if err == nil {
 		var p *storage.Partition
-		if p, err = d.t.AddPartition(id); err == nil {
+		if p, err = d.f.addPartition(ctx, d.name, id); err == nil {
 			return d.partitionInode(ctx, p, out), 0
 		}
 	}
-	return nil, d.f.errno(err, "mkdir", d.t.Name()+"/"+name)
+	return nil, d.f.errno(err, "mkdir", d.name+"/"+name)
 }
 
 // partitionNode is one partition: append, append.jsonl, info, offset/ and
@@ -296,7 +300,7 @@ func (d *partitionNode) Lookup(ctx context.Context, name string, out *fuse.Entry
 		case kindAppend, kindAppendJSONL:
 			node = &appendNode{ps: ps, jsonl: c.kind == kindAppendJSONL}
 		case kindInfo:
-			b, err := ps.info()
+			b, err := ps.info(ctx)
 			if err != nil {
 				return nil, f.errno(err, "lookup", ps.path("info"))
 			}

@@ -25,18 +25,23 @@ type partitionInfo struct {
 	Segments       []storage.SegmentInfo `json:"segments"`
 }
 
-// info renders the partition's info document as it is now.
-func (ps *partState) info() ([]byte, error) {
+// info renders the partition's info document as it is now. On a cluster
+// the offsets are the cluster's, the rest describes the local copy.
+func (ps *partState) info(ctx context.Context) ([]byte, error) {
 	p := ps.p
 	segs, err := p.Segments()
+	if err != nil {
+		return nil, err
+	}
+	start, end, err := ps.offsets(ctx)
 	if err != nil {
 		return nil, err
 	}
 	doc := partitionInfo{
 		Topic:          ps.topic,
 		Partition:      ps.id,
-		LogStartOffset: p.StartOffset(),
-		LogEndOffset:   p.EndOffset(),
+		LogStartOffset: start,
+		LogEndOffset:   end,
 		RecoveryPoint:  p.RecoveryPoint(),
 		Size:           p.Size(),
 		LastModified:   p.ModTime().UTC().Format(time.RFC3339Nano),
@@ -75,7 +80,7 @@ func (n *infoNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 	if h, ok := fh.(*infoHandle); ok {
 		size = len(h.data)
 	} else {
-		b, err := n.ps.info()
+		b, err := n.ps.info(ctx)
 		if err != nil {
 			return n.ps.f.errno(err, "getattr", n.ps.path("info"))
 		}
@@ -90,7 +95,7 @@ func (n *infoNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		return nil, 0, syscall.EACCES
 	}
-	b, err := n.ps.info()
+	b, err := n.ps.info(ctx)
 	if err != nil {
 		return nil, 0, n.ps.f.errno(err, "open", n.ps.path("info"))
 	}

@@ -97,6 +97,9 @@ type Options struct {
 	// rendered records take memory a second time, and a reader may see
 	// an append up to AttrTimeout late. See doc.go for the numbers.
 	PageCache bool
+	// Cluster, when set, mounts a Kafka cluster: the log given to Mount is
+	// its local copy (see Cluster).
+	Cluster Cluster
 }
 
 func (o Options) withDefaults(l *storage.Log) Options {
@@ -374,6 +377,7 @@ func closeFUSEOnExec() {
 // logFS is the state one mount shares between its nodes.
 type logFS struct {
 	l        *storage.Log
+	c        Cluster // nil unless a cluster is mounted
 	opts     Options
 	log      *slog.Logger
 	readOnly bool
@@ -403,6 +407,7 @@ func newLogFS(l *storage.Log, o Options) *logFS {
 	}
 	return &logFS{
 		l:        l,
+		c:        o.Cluster,
 		opts:     o,
 		log:      o.Logger,
 		readOnly: o.ReadOnly,

@@ -79,14 +79,18 @@ func (d *offsetDir) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.A
 
 func (d *offsetDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	base, format := splitFormat(name)
-	p := d.ps.p
 	var off record.Offset
 	stable := true
 	switch base {
-	case "earliest":
-		off, stable = p.StartOffset(), false
-	case "latest":
-		off, stable = p.EndOffset(), false
+	case "earliest", "latest":
+		start, end, err := d.ps.offsets(ctx)
+		if err != nil {
+			return nil, d.f.errno(err, "lookup", d.ps.path("offset/"+name))
+		}
+		off, stable = start, false
+		if base == "latest" {
+			off = end
+		}
 	default:
 		var ok bool
 		if off, ok = parseOffset(base); !ok {
@@ -98,7 +102,10 @@ func (d *offsetDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 
 func (d *offsetDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	p := d.ps.p
-	start, end := p.StartOffset(), p.EndOffset()
+	start, end, err := d.ps.offsets(ctx)
+	if err != nil {
+		return nil, d.f.errno(err, "readdir", d.ps.path("offset"))
+	}
 	var entries []fuse.DirEntry
 	add := func(name string, off record.Offset) {
 		entries = append(entries, fuse.DirEntry{Name: name, Mode: syscall.S_IFREG, Ino: d.ps.ino(kindValues, off)})
@@ -144,7 +151,7 @@ func (d *timeDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if err != nil {
 		return nil, syscall.ENOENT // a name that cannot exist
 	}
-	off, err := d.ps.p.OffsetForTime(ts)
+	off, err := d.ps.offsetForTime(ctx, ts)
 	if err != nil {
 		return nil, d.f.errno(err, "lookup", d.ps.path("time/"+name))
 	}
@@ -161,7 +168,11 @@ func (d *timeDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 // by the kernel; offset/N is. time/T resolves to the same inode as
 // offset/N for the offset it finds, since it shows the same bytes.
 func (ps *partState) lookupRecord(ctx context.Context, parent *gofs.Inode, name string, format storage.Format, off record.Offset, stable bool, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if off < ps.p.StartOffset() || off > ps.p.EndOffset() {
+	start, end, err := ps.offsets(ctx)
+	if err != nil {
+		return nil, ps.f.errno(err, "lookup", ps.path(name))
+	}
+	if off < start || off > end {
 		return nil, syscall.ENOENT
 	}
 	ino := ps.ino(formatKind(format), off)
@@ -179,7 +190,7 @@ func (ps *partState) lookupRecord(ctx context.Context, parent *gofs.Inode, name 
 	}
 	ps.fresh[&n.Inode] = struct{}{}
 	ps.mu.Unlock()
-	size, err := n.size(nil)
+	size, err := n.size(ctx, nil)
 	if err != nil {
 		if !known {
 			ps.forget(&n.Inode)
@@ -219,11 +230,17 @@ func (n *recordNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.S
 
 // size returns the file's current size: from the open handle's view when
 // there is one (it pins the segments, so it answers even after retention
-// deleted the start), else from a view opened for the question.
-func (n *recordNode) size(fh gofs.FileHandle) (int64, error) {
+// deleted the start), else from a view opened for the question (on a
+// cluster, once the copy holds what the file shows now).
+func (n *recordNode) size(ctx context.Context, fh gofs.FileHandle) (int64, error) {
 	if h, ok := fh.(*recordHandle); ok {
 		return h.v.Size()
 	}
+	release, err := n.ps.hold(ctx, n.start)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	v, err := n.ps.p.NewView(n.format, n.start)
 	if err != nil {
 		return 0, err
@@ -238,7 +255,7 @@ func (n *recordNode) name() string {
 
 func (n *recordNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	n.ps.recordHandedOut(n)
-	size, err := n.size(fh)
+	size, err := n.size(ctx, fh)
 	if err != nil {
 		return n.ps.f.errno(err, "getattr", n.ps.path(n.name()))
 	}
@@ -260,15 +277,22 @@ func (n *recordNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		return nil, 0, syscall.EACCES
 	}
+	// On a cluster, the open waits until the copy holds what the file
+	// shows now, and keeps it following the cluster until the release.
+	release, err := n.ps.hold(ctx, n.start)
+	if err != nil {
+		return nil, 0, n.ps.f.errno(err, "open", n.ps.path(n.name()))
+	}
 	v, err := n.ps.p.NewView(n.format, n.start)
 	if err != nil {
+		release()
 		return nil, 0, n.ps.f.errno(err, "open", n.ps.path(n.name()))
 	}
 	mode := uint32(fuse.FOPEN_DIRECT_IO)
 	if n.ps.f.opts.PageCache {
 		mode = fuse.FOPEN_KEEP_CACHE
 	}
-	h := &recordHandle{n: n, v: v}
+	h := &recordHandle{n: n, v: v, release: release}
 	h.ahead.open = func() (*storage.View, error) { return n.ps.p.NewView(n.format, n.start) }
 	return h, mode, 0
 }
@@ -277,8 +301,9 @@ func (n *recordNode) OnForget() { n.ps.forget(&n.Inode) }
 
 // recordHandle is an open record file.
 type recordHandle struct {
-	n *recordNode
-	v *storage.View
+	n       *recordNode
+	v       *storage.View
+	release func() // lets the copy of a cluster's partition stop following
 
 	mu    sync.Mutex
 	reads int        // reads so far, GUARDED_BY(mu)
@@ -321,5 +346,8 @@ func (h *recordHandle) Release(ctx context.Context) syscall.Errno {
 	h.ahead.close()
 	h.mu.Unlock()
 	h.v.Close()
+	if h.release != nil {
+		h.release()
+	}
 	return 0
 }

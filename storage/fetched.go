@@ -3,10 +3,15 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/vfs"
 )
 
 // This file is the entry point of a follower copy (package kafka): batches
@@ -214,4 +219,52 @@ func (p *Partition) appendFetchedLocked(batches [][]byte, cfg Config) error {
 		appended = true
 	}
 	return nil
+}
+
+// followerStateFile holds what a follower copy records about itself: the
+// cluster it copies, the isolation level it was fetched with, the topic
+// IDs. Kafka ignores it; logfs reads it only for a follower copy.
+const followerStateFile = "logfs-follower.properties"
+
+// FollowerState returns the properties a follower copy last stored with
+// SetFollowerState, or an empty map for a directory that has none.
+func (l *Log) FollowerState() (map[string]string, error) {
+	data, err := vfs.ReadFile(l.fs, filepath.Join(l.dir, followerStateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	o := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if line = strings.TrimSpace(line); line == "" || line[0] == '#' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s: bad line %q", followerStateFile, line)
+		}
+		o[k] = v
+	}
+	return o, nil
+}
+
+// SetFollowerState stores a follower copy's properties, replacing the file
+// atomically.
+func (l *Log) SetFollowerState(o map[string]string) error {
+	if l.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	keys := make([]string, 0, len(o))
+	for k := range o {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("# logfs: what this follower copy of a Kafka cluster holds\n")
+	for _, k := range keys {
+		b.WriteString(k + "=" + o[k] + "\n")
+	}
+	return vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, followerStateFile), []byte(b.String()))
 }

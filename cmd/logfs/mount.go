@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	mountfs "github.com/logfs/logfs/fs"
+	"github.com/logfs/logfs/kafka"
 	"github.com/logfs/logfs/recovery"
 	"github.com/logfs/logfs/storage"
 	"github.com/logfs/logfs/vfs"
@@ -38,6 +39,8 @@ type mountArgs struct {
 	// other users (with --allow-other), and the group the nodes show.
 	umask *uint32
 	group *uint32
+	// cluster mounts a Kafka cluster instead (cluster.go).
+	cluster clusterArgs
 }
 
 // retentionCheckProperty is the broker setting -o takes for how often
@@ -85,10 +88,12 @@ fuse3 package).`,
   logfs mount --allow-other -o umask=027,gid=loggers /mnt/logfs`,
 		Args: args("MOUNTPOINT"),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			m.cluster.dataSet = cmd.Flags().Changed("data")
 			return mount(cmd, m, a[0])
 		},
 	}
 	addDataFlag(cmd, &m.dir)
+	addClusterFlags(cmd, &m.cluster, true)
 	addDebugFlag(cmd, &m.debug)
 	cmd.Flags().BoolVar(&m.readOnly, "read-only", false, "serve without changing anything; writes fail with EROFS")
 	cmd.Flags().BoolVar(&m.allowOther, "allow-other", false, "let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root)")
@@ -215,9 +220,18 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 		level.Set(slog.LevelDebug)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: &level}))
-	l, err := openLog(m.dir, storage.Options{ReadOnly: m.readOnly, Defaults: defaults, Logger: logger,
-		RetentionCheckInterval: m.retentionCheck})
-	if err != nil {
+	var l *storage.Log
+	var cl *kafka.Cluster
+	closeLog := closeLog
+	source := m.dir
+	if m.cluster.enabled() {
+		if cl, err = openCluster(cmd.Context(), cmd, m.cluster, m.dir, logger); err != nil {
+			return err
+		}
+		l, source = cl.Log(), "kafka://"+strings.Join(cl.Brokers(), ",")
+		closeLog = func(_ *storage.Log, err error) error { return errors.Join(err, cl.Close()) }
+	} else if l, err = openLog(m.dir, storage.Options{ReadOnly: m.readOnly, Defaults: defaults, Logger: logger,
+		RetentionCheckInterval: m.retentionCheck}); err != nil {
 		return err
 	}
 	if _, err := os.Stat(mountpoint); errors.Is(err, fs.ErrNotExist) {
@@ -234,7 +248,7 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	var srv *mountfs.Server
 	err = foldFusermountStderr(stderr, func() (err error) {
 		srv, err = mountfs.Mount(mountpoint, l, mountfs.Options{ReadOnly: m.readOnly, AllowOther: m.allowOther, Debug: m.debug, Logger: logger,
-			Share: m.share(), Group: m.group})
+			Share: m.share(), Group: m.group, Cluster: mountCluster(cl), FsName: "logfs:" + source})
 		return err
 	})
 	if err != nil {
@@ -249,7 +263,7 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 		level.Set(slog.LevelInfo)
 	}
 	// The line scripts and tests wait for.
-	fmt.Fprintf(stderr, "logfs mount: ready: %s mounted at %s (%s); Ctrl-C or 'umount %s' unmounts\n", m.dir, mp, mode, mp)
+	fmt.Fprintf(stderr, "logfs mount: ready: %s mounted at %s (%s); Ctrl-C or 'umount %s' unmounts\n", source, mp, mode, mp)
 
 	done := make(chan struct{})
 	go func() {
@@ -275,6 +289,6 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	if err := closeLog(l, nil); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "logfs mount: unmounted %s; %s closed cleanly\n", mp, m.dir)
+	fmt.Fprintf(stderr, "logfs mount: unmounted %s; %s closed cleanly\n", mp, l.Dir())
 	return nil
 }

@@ -1,0 +1,351 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/storage"
+)
+
+// part is the follower state of one partition of the cluster.
+//
+// The copy (cp) holds one contiguous range of the partition, from its log
+// start to its log end offset; the follower fetches from fetchAt (at or
+// past the copy's end: batches a read_committed copy leaves out are
+// covered without being stored). A Hold says which offsets a reader needs
+// and until which end; the fetcher of the partition's leader fetches while
+// any part needs it. Only a fetcher changes the copy (under fetchMu).
+type part struct {
+	c     *Cluster
+	topic string
+	id    int32
+	cp    *storage.Partition
+
+	fetchMu sync.Mutex // serialises changes of the copy
+	prodMu  sync.Mutex // one append in flight, so sequence numbers follow offsets
+
+	mu sync.Mutex
+	// GUARDED_BY(mu)
+	topicID [16]byte
+	leader  int32
+	epoch   int32
+	stale   bool           // the copy is of an older topic of this name: reset on next use
+	resetAt *record.Offset // start the copy again here at the next fetch
+	fetchAt record.Offset  // where the next fetch starts; -1 until the first
+	gen     uint64         // bumped by every reset decision: fetches of an older one are dropped
+	want    record.Offset  // the copy must cover up to here
+	holds   map[*hold]struct{}
+	lastUse time.Time
+	err     error // what waiters are told: the topic was deleted, authorization failed
+	// What the cluster said last, and when (fetch responses, ListOffsets).
+	start, hw, lso record.Offset
+	knownAt        time.Time
+	fetchErr       error // the last fetch's failure, until one succeeds
+	progress       chan struct{}
+}
+
+// hold is one reader's need of the copy.
+type hold struct{ from record.Offset }
+
+func newPart(c *Cluster, topic string, id int32, cp *storage.Partition) *part {
+	return &part{c: c, topic: topic, id: id, cp: cp, fetchAt: -1, holds: map[*hold]struct{}{}, progress: make(chan struct{}),
+		start: -1, hw: -1, lso: -1}
+}
+
+func (p *part) String() string { return fmt.Sprintf("%s/%d", p.topic, p.id) }
+
+// changed wakes everyone waiting on the partition's progress.
+func (p *part) changed() {
+	p.mu.Lock()
+	close(p.progress)
+	p.progress = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// coveredLocked is the offset up to which the copy has what the cluster
+// has: the copy's end, or further when the last batches were left out.
+func (p *part) coveredLocked() record.Offset {
+	if p.resetAt != nil || p.stale {
+		return -1
+	}
+	return max(p.cp.EndOffset(), p.fetchAt)
+}
+
+// activeLocked reports whether the partition should be fetched now.
+func (p *part) activeLocked() bool {
+	if p.err != nil {
+		return false
+	}
+	return len(p.holds) > 0 || p.resetAt != nil || p.coveredLocked() < p.want || time.Since(p.lastUse) < idleFollow
+}
+
+// endLocked is the end a reader sees: the last stable offset under
+// read_committed, the high watermark otherwise.
+func (p *part) endLocked() record.Offset {
+	if p.c.s.isolation == ReadCommitted {
+		return p.lso
+	}
+	return p.hw
+}
+
+// partOf returns the follower state of a partition of the copy.
+func (c *Cluster) partOf(ctx context.Context, cp *storage.Partition) (*part, error) {
+	return c.part(ctx, cp.Topic().Name(), cp.ID())
+}
+
+// Copy returns the copy of a partition of the cluster, to read with
+// storage views once Hold has returned.
+func (c *Cluster) Copy(ctx context.Context, topic string, id int) (*storage.Partition, error) {
+	p, err := c.part(ctx, topic, id)
+	if err != nil {
+		return nil, err
+	}
+	return p.cp, nil
+}
+
+// offsetsTimeout bounds the ListOffsets of a lookup: past it, what the
+// copy holds is served as it is (the cluster may be unreachable).
+func (c *Cluster) offsetsTimeout() time.Duration { return min(c.s.requestTimeout, 3*time.Second) }
+
+// Offsets returns the partition's log start and end offsets on the
+// cluster (the end is the last stable offset under read_committed, the
+// high watermark under read_uncommitted). A partition fetched within the
+// last second answers from the fetch; when the cluster cannot be reached,
+// the last offsets it gave (or the copy's own) are returned, so that what
+// is local can still be read.
+func (c *Cluster) Offsets(ctx context.Context, cp *storage.Partition) (start, end record.Offset, err error) {
+	p, err := c.partOf(ctx, cp)
+	if err != nil {
+		return 0, 0, err
+	}
+	p.mu.Lock()
+	if p.err != nil {
+		err := p.err
+		p.mu.Unlock()
+		return 0, 0, err
+	}
+	if time.Since(p.knownAt) < time.Second && p.fetchErr == nil && p.endLocked() >= 0 {
+		start, end = p.start, p.endLocked()
+		p.mu.Unlock()
+		return start, end, nil
+	}
+	p.mu.Unlock()
+	lctx, cancel := context.WithTimeoutCause(ctx, c.offsetsTimeout(), ErrTimeout)
+	defer cancel()
+	start, end, err = c.listOffsets(lctx, p)
+	if err == nil {
+		p.mu.Lock()
+		p.start, p.knownAt = start, time.Now()
+		if c.s.isolation == ReadCommitted {
+			p.lso = end
+		} else {
+			p.hw = end
+		}
+		p.mu.Unlock()
+		return start, end, nil
+	}
+	if ctx.Err() != nil {
+		return 0, 0, ctx.Err()
+	}
+	if errors.Is(err, storage.ErrNoTopic) || errors.Is(err, storage.ErrNoPartition) {
+		return 0, 0, err
+	}
+	// Unreachable: serve what is known.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	start, end = p.start, p.endLocked()
+	if cs := cp.StartOffset(); start < 0 || start < cs {
+		start = cs
+	}
+	if cov := p.coveredLocked(); end < 0 || cov >= 0 && end > cov {
+		end = max(cov, start)
+	}
+	c.logOnce("offsets "+p.String(), "kafka: cannot list offsets; serving the copy as it is", "partition", p.String(), "err", err)
+	return start, end, nil
+}
+
+// listOffsets asks the partition's leader for its log start and end.
+func (c *Cluster) listOffsets(ctx context.Context, p *part) (start, end record.Offset, err error) {
+	var wg sync.WaitGroup
+	var errs [2]error
+	var offs [2]record.Offset
+	for i, ts := range []int64{-2, -1} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			offs[i], _, errs[i] = c.listOffset(ctx, p, ts)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		return 0, 0, err
+	}
+	return offs[0], offs[1], nil
+}
+
+// listOffset is one ListOffsets lookup: -2 earliest, -1 latest (the last
+// stable offset under read_committed), or a timestamp in ms. found is
+// false when no record is that recent.
+func (c *Cluster) listOffset(ctx context.Context, p *part, ts int64) (off record.Offset, found bool, err error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	req.IsolationLevel = int8(c.s.isolation)
+	t := kmsg.NewListOffsetsRequestTopic()
+	t.Topic = p.topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp = p.id, ts
+	t.Partitions = append(t.Partitions, rp)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, c.cl)
+	op := "list offsets of " + p.String()
+	if err != nil {
+		return 0, false, c.ctxError(ctx, op, err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rt.Topic != p.topic || rp.Partition != p.id {
+				continue
+			}
+			if err := brokerError(op, rp.ErrorCode, nil); err != nil {
+				return 0, false, err
+			}
+			if rp.Offset < 0 {
+				return 0, false, nil
+			}
+			return record.Offset(rp.Offset), true, nil
+		}
+	}
+	return 0, false, fmt.Errorf("%s: no answer for the partition (%w)", op, ErrTimeout)
+}
+
+// OffsetForTime is Kafka's offsetsForTimes on the cluster: the offset of
+// the first record stamped at or after ts (ms), or the end offset when no
+// record is that recent, as locally.
+func (c *Cluster) OffsetForTime(ctx context.Context, cp *storage.Partition, ts int64) (record.Offset, error) {
+	p, err := c.partOf(ctx, cp)
+	if err != nil {
+		return 0, err
+	}
+	lctx, cancel := c.apiContext(ctx)
+	defer cancel()
+	off, found, err := c.listOffset(lctx, p, ts)
+	if err != nil {
+		return 0, err
+	}
+	_, end, err := c.Offsets(ctx, cp)
+	if err != nil {
+		return 0, err
+	}
+	if !found || off > end {
+		return end, nil
+	}
+	return off, nil
+}
+
+// Hold returns once the copy holds every record from `from` up to the end
+// offset the cluster has now, and keeps the partition followed until
+// release is called: a record file opened now has its exact size and
+// grows as the copy follows. It waits at most default.api.timeout.ms
+// (ErrTimeout), and no longer than ctx (an interrupted open).
+func (c *Cluster) Hold(ctx context.Context, cp *storage.Partition, from record.Offset) (release func(), err error) {
+	p, err := c.partOf(ctx, cp)
+	if err != nil {
+		return nil, err
+	}
+	start, end, err := c.Offsets(ctx, cp)
+	if err != nil {
+		return nil, err
+	}
+	if from < start || from > end {
+		return nil, fmt.Errorf("%s offset %d (the cluster holds %d to %d): %w", p, from, start, end, storage.ErrOffsetOutOfRange)
+	}
+	h := &hold{from: from}
+	p.mu.Lock()
+	p.holds[h] = struct{}{}
+	p.lastUse = time.Now()
+	p.want = max(p.want, end)
+	c.planLocked(p, from)
+	p.mu.Unlock()
+	release = func() {
+		p.mu.Lock()
+		delete(p.holds, h)
+		p.lastUse = time.Now()
+		p.mu.Unlock()
+	}
+	c.follow(p)
+	if err := c.await(ctx, p, from, end); err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
+}
+
+// planLocked decides where the copy must go for a reader from `from`:
+// on from its end, or started again at from when it holds nothing of use
+// (empty, of an older topic, beyond from, or far before it with nobody
+// reading it).
+func (c *Cluster) planLocked(p *part, from record.Offset) {
+	cs, ce := p.cp.StartOffset(), p.cp.EndOffset()
+	cov := p.coveredLocked()
+	switch {
+	case p.resetAt != nil && *p.resetAt <= from:
+		return // a reset already planned serves this reader too
+	case p.stale, p.resetAt != nil, p.fetchAt < 0 && cs == ce, from < cs:
+	case from > cov && (len(p.holds) <= 1 || cs == ce) && c.gapTooBig(p, from-cov):
+	default:
+		return
+	}
+	at := from
+	p.resetAt, p.stale = &at, false
+	p.gen++
+}
+
+// gapTooBig reports whether fetching n offsets to join the copy to a read
+// after its end would cost more than starting the copy there: more than
+// 16 MiB by the copy's own bytes per offset.
+func (c *Cluster) gapTooBig(p *part, n record.Offset) bool {
+	cs, ce := p.cp.StartOffset(), p.cp.EndOffset()
+	if ce <= cs {
+		return true
+	}
+	perOffset := float64(p.cp.Size()) / float64(ce-cs)
+	return float64(n)*perOffset > 16<<20
+}
+
+// await waits until the copy holds [from, end).
+func (c *Cluster) await(ctx context.Context, p *part, from, end record.Offset) error {
+	timeout := time.NewTimer(c.s.apiTimeout)
+	defer timeout.Stop()
+	for {
+		p.mu.Lock()
+		ch, err, cov := p.progress, p.err, p.coveredLocked()
+		fetchErr, start := p.fetchErr, p.start
+		p.mu.Unlock()
+		switch {
+		case err != nil:
+			return err
+		case cov >= end && p.cp.StartOffset() <= from:
+			return nil
+		case start > from:
+			return fmt.Errorf("%s offset %d: %w on the cluster (it starts at %d now)", p, from, storage.ErrDeleted, start)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout.C:
+			if fetchErr != nil {
+				return fmt.Errorf("%s: the copy did not reach offset %d in %v: %w (%w)", p, end, c.s.apiTimeout, fetchErr, ErrTimeout)
+			}
+			return fmt.Errorf("%s: the copy did not reach offset %d in %v: %w", p, end, c.s.apiTimeout, ErrTimeout)
+		case <-c.stop:
+			return ErrClosed
+		case <-ch:
+		}
+	}
+}
