@@ -12,7 +12,11 @@ import (
 var ErrCheck = errors.New("logfs/storage: check failed")
 
 // Check verifies every partition of the log; see Partition.Check.
-func (l *Log) Check() error {
+func (l *Log) Check() error { return l.CheckProgress(nil) }
+
+// CheckProgress is Check that calls progress, if not nil, with the .log
+// bytes of each segment once it is checked (logfs check's progress bar).
+func (l *Log) CheckProgress(progress func(bytes int64)) error {
 	var errs []error
 	for _, name := range l.Topics() {
 		t, err := l.Topic(name)
@@ -20,7 +24,7 @@ func (l *Log) Check() error {
 			continue
 		}
 		for _, p := range t.Partitions() {
-			errs = append(errs, p.Check())
+			errs = append(errs, p.check(progress))
 		}
 	}
 	return errors.Join(errs...)
@@ -34,7 +38,9 @@ func (l *Log) Check() error {
 // holds, timestamps increasing; view indexes agreeing with the rendering;
 // the log end offset right after the last batch. It is meant for tests and
 // `logfs check`, and costs a read of every byte.
-func (p *Partition) Check() error {
+func (p *Partition) Check() error { return p.check(nil) }
+
+func (p *Partition) check(progress func(bytes int64)) error {
 	segs := p.segments()
 	var errs []error
 	fail := func(format string, args ...any) {
@@ -57,6 +63,9 @@ func (p *Partition) Check() error {
 		}
 		if segNext > 0 {
 			next = segNext
+		}
+		if progress != nil {
+			progress(s.size.Load())
 		}
 		s.release()
 	}

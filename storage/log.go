@@ -52,6 +52,10 @@ type Options struct {
 	// crash, cutting each log at its first invalid batch (logfs check
 	// --repair). With ReadOnly it scans and reports without cutting.
 	ForceRecovery bool
+	// RecoveryProgress, if not nil, is told how far loading the partitions
+	// has got (see recovery.LoadOptions.OnProgress); logfs draws a
+	// progress bar with it. It is called concurrently and must be quick.
+	RecoveryProgress func(recovery.Progress)
 }
 
 // Log is a data directory: topics made of partitions made of segments, laid
@@ -200,7 +204,8 @@ func (l *Log) open() error {
 		l.logger.Info("data directory was not shut down cleanly; recovering", "dir", l.dir, "partitions", len(parts),
 			"forced", l.opts.ForceRecovery, "read_only", l.opts.ReadOnly)
 	}
-	states, errs, report := recovery.LoadAll(opts, recovery.LoadOptions{Threads: l.opts.RecoveryThreads, Logger: l.logger})
+	states, errs, report := recovery.LoadAll(opts, recovery.LoadOptions{Threads: l.opts.RecoveryThreads, Logger: l.logger,
+		OnProgress: l.opts.RecoveryProgress})
 	l.report = report
 	topics := make([]*Topic, len(parts))
 	for i, p := range parts {

@@ -99,7 +99,10 @@ func checkLog(w io.Writer, l *storage.Log, repaired bool) int {
 			}
 		}
 	}
-	if err := l.Check(); err != nil {
+	m := newMeter(progressOut, "checking", bytes)
+	err := l.CheckProgress(m.add)
+	m.finish()
+	if err != nil {
 		for _, e := range unjoin(err) {
 			fmt.Fprintf(w, "%s\n", oneLine(e))
 			problems++

@@ -58,6 +58,9 @@ func openLog(dir string, o storage.Options) (*storage.Log, error) {
 			return nil, err
 		}
 	}
+	if o.RecoveryProgress == nil {
+		o.RecoveryProgress = recoveryProgress(progressOut)
+	}
 	if o.RetentionCheckInterval == 0 && !o.ReadOnly {
 		// Offline commands run for moments; retention is the job of the
 		// mount, which asks for it.

@@ -47,6 +47,7 @@ func main() {
 
 // run executes the command line args and returns the exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	progressOut = stderr
 	root := newRootCommand()
 	root.SetArgs(args)
 	root.SetIn(stdin)

@@ -69,12 +69,20 @@ it stays.`,
 				return err
 			}
 			p, err := findPartition(l, topic, id)
+			var sum produceSummary
 			if err == nil {
 				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-				err = produce(ctx, cmd.InOrStdin(), p, f)
+				in := cmd.InOrStdin()
+				m := newMeter(progressOut, "producing", inputSize(in))
+				sum, err = produce(ctx, &meterReader{r: in, m: m}, p, f, m)
+				m.finish()
 				stop()
 			}
-			return closeLog(l, err)
+			if err = closeLog(l, err); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), sum.String(p))
+			return nil
 		},
 	}
 	addDataFlag(cmd, &dir)
@@ -82,8 +90,65 @@ it stays.`,
 	return cmd
 }
 
-// produce appends the lines of r to p until r ends or ctx is done.
-func produce(ctx context.Context, r io.Reader, p *storage.Partition, f storage.Format) error {
+// produceSummary is what a produce appended.
+type produceSummary struct {
+	records     int
+	bytes       int64 // of input, '\n's included
+	first, last record.Offset
+}
+
+// String is the line produce ends with: records, bytes, offsets.
+func (s produceSummary) String(p *storage.Partition) string {
+	if s.records == 0 {
+		return fmt.Sprintf("logfs produce: appended no records to %s (no input); its log ends at offset %d", p, p.EndOffset())
+	}
+	offsets := fmt.Sprintf("offset %d", s.first)
+	if s.last != s.first {
+		offsets = fmt.Sprintf("offsets %d to %d", s.first, s.last)
+	}
+	return fmt.Sprintf("logfs produce: appended %d record%s (%s of input) to %s at %s", s.records, plural(s.records), sizeString(s.bytes), p, offsets)
+}
+
+// inputSize is what is left of r to read when it is a regular file
+// (stdin redirected from one), else -1.
+func inputSize(r io.Reader) int64 {
+	f, ok := r.(*os.File)
+	if !ok {
+		return -1
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return -1
+	}
+	pos, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return -1
+	}
+	return max(st.Size()-pos, 0)
+}
+
+// meterReader counts what is read for a meter.
+type meterReader struct {
+	r io.Reader
+	m *meter
+}
+
+func (mr *meterReader) Read(b []byte) (int, error) {
+	n, err := mr.r.Read(b)
+	mr.m.add(int64(n))
+	return n, err
+}
+
+// produce appends the lines of r to p until r ends or ctx is done, and
+// says what it appended.
+func produce(ctx context.Context, r io.Reader, p *storage.Partition, f storage.Format, m *meter) (produceSummary, error) {
+	pr := producer{p: p, format: f, line: 1, meter: m}
+	err := pr.run(ctx, r)
+	return pr.sum, err
+}
+
+func (pr *producer) run(ctx context.Context, r io.Reader) error {
+	p := pr.p
 	type chunk struct {
 		b   []byte
 		err error
@@ -103,7 +168,6 @@ func produce(ctx context.Context, r io.Reader, p *storage.Partition, f storage.F
 			}
 		}
 	}()
-	pr := producer{p: p, format: f, line: 1}
 	for {
 		var c chunk
 		select {
@@ -139,6 +203,9 @@ type producer struct {
 	pending []byte // a line whose '\n' has not come yet
 	line    int    // number of the next line, for messages
 	recs    []storage.Record
+	lens    []int64 // of recs' lines, '\n' included
+	sum     produceSummary
+	meter   *meter
 }
 
 // flush appends the last line, which has no '\n'.
@@ -156,7 +223,7 @@ func (pr *producer) flush() error {
 func (pr *producer) appendLines(b []byte) error {
 	first := pr.line
 	cfg := pr.p.Topic().Config()
-	pr.recs = pr.recs[:0]
+	pr.recs, pr.lens = pr.recs[:0], pr.lens[:0]
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		var r storage.Record
@@ -173,6 +240,7 @@ func (pr *producer) appendLines(b []byte) error {
 				pr.line, n, cfg.MaxMessageBytes, pr.p.Topic().Name(), first)
 		}
 		pr.recs = append(pr.recs, r)
+		pr.lens = append(pr.lens, int64(i+1))
 		pr.line++
 		b = b[i+1:]
 	}
@@ -192,11 +260,23 @@ func (pr *producer) appendLines(b []byte) error {
 			size += rs
 			n++
 		}
-		if _, err := pr.p.Append(recs[:n]); err != nil {
+		off, err := pr.p.Append(recs[:n])
+		if err != nil {
 			if errors.Is(err, storage.ErrRecordTooLarge) {
 				return fmt.Errorf("line %d: %w", first, err)
 			}
 			return fmt.Errorf("append to %s: %w", pr.p, err)
+		}
+		if pr.sum.records == 0 {
+			pr.sum.first = off
+		}
+		pr.sum.records += n
+		pr.sum.last = off + record.Offset(n) - 1
+		for _, k := range pr.lens[len(pr.recs)-len(recs):][:n] {
+			pr.sum.bytes += k
+		}
+		if pr.meter != nil {
+			pr.meter.setDetail(fmt.Sprintf("%d records", pr.sum.records))
 		}
 		first += n
 		recs = recs[n:]
