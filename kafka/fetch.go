@@ -74,6 +74,7 @@ type fetchPos struct {
 	offset record.Offset
 	gen    uint64
 	reset  bool
+	sent   time.Time // when the request left: what the answer is as fresh as
 }
 
 // parts returns the partitions to fetch now and whether any is behind
@@ -131,6 +132,10 @@ func (f *fetcher) run() {
 			continue
 		}
 		req := f.request(pos, behind)
+		sent := time.Now()
+		for i := range pos {
+			pos[i].sent = sent
+		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.s.requestTimeout+c.s.fetchMaxWait)
 		resp, err := req.RequestWith(ctx, c.cl.Broker(int(f.broker)))
 		cancel()
@@ -334,7 +339,7 @@ func (p *part) applyFetch(fp fetchPos, rp *kmsg.FetchResponseTopicPartition) {
 		p.fetchAt = max(p.fetchAt, p.cp.StartOffset())
 	}
 	p.fetchErr = nil
-	p.hw, p.lso, p.start, p.knownAt = record.Offset(rp.HighWatermark), record.Offset(rp.LastStableOffset), logStart, time.Now()
+	p.hw, p.lso, p.start, p.knownAt = record.Offset(rp.HighWatermark), record.Offset(rp.LastStableOffset), logStart, fp.sent
 	if p.lso < 0 {
 		p.lso = p.hw
 	}

@@ -45,7 +45,8 @@ type part struct {
 	err     error // what waiters are told: the topic was deleted, authorization failed
 	// What the cluster said last, and when (fetch responses, ListOffsets).
 	start, hw, lso record.Offset
-	knownAt        time.Time
+	knownAt        time.Time // when the request that said so was sent
+	producedAt     time.Time // when an append through the mount was last acknowledged
 	fetchErr       error // the last fetch's failure, until one succeeds
 	progress       chan struct{}
 }
@@ -130,7 +131,7 @@ func (c *Cluster) Offsets(ctx context.Context, cp *storage.Partition) (start, en
 		p.mu.Unlock()
 		return 0, 0, err
 	}
-	if time.Since(p.knownAt) < time.Second && p.fetchErr == nil && p.endLocked() >= 0 {
+	if time.Since(p.knownAt) < time.Second && p.knownAt.After(p.producedAt) && p.fetchErr == nil && p.endLocked() >= 0 {
 		start, end = p.start, p.endLocked()
 		p.mu.Unlock()
 		return start, end, nil
@@ -138,10 +139,11 @@ func (c *Cluster) Offsets(ctx context.Context, cp *storage.Partition) (start, en
 	p.mu.Unlock()
 	lctx, cancel := context.WithTimeoutCause(ctx, c.offsetsTimeout(), ErrTimeout)
 	defer cancel()
+	sent := time.Now()
 	start, end, err = c.listOffsets(lctx, p)
 	if err == nil {
 		p.mu.Lock()
-		p.start, p.knownAt = start, time.Now()
+		p.start, p.knownAt = start, sent
 		if c.s.isolation == ReadCommitted {
 			p.lso = end
 		} else {

@@ -137,7 +137,7 @@ func (c *Cluster) Produce(ctx context.Context, cp *storage.Partition, recs []sto
 	// The next lookup asks the cluster again, so a file opened now ends
 	// past these records.
 	p.mu.Lock()
-	p.knownAt = time.Time{}
+	p.producedAt = time.Now()
 	p.mu.Unlock()
 	return n, nil
 }
