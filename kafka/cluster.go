@@ -373,6 +373,12 @@ func (c *Cluster) refresh(ctx context.Context) error {
 	c.mu.Unlock()
 	for _, p := range moved {
 		p.changed()
+		p.mu.Lock()
+		active := p.activeLocked()
+		p.mu.Unlock()
+		if active {
+			c.follow(p) // the new leader's fetcher takes it
+		}
 	}
 	return nil
 }
@@ -401,6 +407,7 @@ func (c *Cluster) placePartsLocked() []*part {
 		case tm.id != p.topicID:
 			// Created again: the copy is of another topic now.
 			p.topicID, p.stale, p.err = tm.id, true, nil
+			p.resetAt, p.gen = nil, p.gen+1 // answers about the old topic are dropped
 			p.leader, p.epoch = tm.partitions[k.id].leader, tm.partitions[k.id].epoch
 			changed = append(changed, p)
 		default:

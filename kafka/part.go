@@ -80,8 +80,8 @@ func (p *part) coveredLocked() record.Offset {
 
 // activeLocked reports whether the partition should be fetched now.
 func (p *part) activeLocked() bool {
-	if p.err != nil {
-		return false
+	if p.err != nil || p.stale {
+		return false // nothing to fetch until a reader says where
 	}
 	return len(p.holds) > 0 || p.resetAt != nil || p.coveredLocked() < p.want || time.Since(p.lastUse) < idleFollow
 }
@@ -296,9 +296,10 @@ func (c *Cluster) planLocked(p *part, from record.Offset) {
 	cs, ce := p.cp.StartOffset(), p.cp.EndOffset()
 	cov := p.coveredLocked()
 	switch {
+	case p.stale:
 	case p.resetAt != nil && *p.resetAt <= from:
 		return // a reset already planned serves this reader too
-	case p.stale, p.resetAt != nil, p.fetchAt < 0 && cs == ce, from < cs:
+	case p.resetAt != nil, p.fetchAt < 0 && cs == ce, from < cs:
 	case from > cov && (len(p.holds) <= 1 || cs == ce) && c.gapTooBig(p, from-cov):
 	default:
 		return
