@@ -27,7 +27,7 @@
 // names of segment files work), N == end being an empty file that grows.
 // Other names and offsets outside that range are ENOENT. time/ lists
 // nothing; T is unix seconds, unix milliseconds (12 digits or more) or
-// RFC 3339 (storage.ParseTimestamp), and a T that does not parse is
+// RFC 3339 or a date (storage.ParseTimestamp), and a T that does not parse is
 // ENOENT. time/T is the same file as offset/N for the N that
 // Partition.OffsetForTime finds when it is looked up; when no record is
 // that recent, N is the log end offset, so time/T is an empty file that

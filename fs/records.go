@@ -126,7 +126,7 @@ func (d *offsetDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno)
 }
 
 // timeDir is time/: any timestamp resolves, as unix seconds, unix
-// milliseconds or RFC 3339, with or without .jsonl. It lists nothing.
+// milliseconds, RFC 3339 or a date, with or without .jsonl. It lists nothing.
 type timeDir struct {
 	gofs.Inode
 	fixedDir

@@ -133,6 +133,9 @@ func (o Overrides) Set(name, value string) error {
 		return fmt.Errorf("%w: %s=%q is not an integer", ErrInvalidConfig, name, value)
 	}
 	if (v < p.min || v > p.max) && !(p.neg1 && v == -1) {
+		if p.neg1 {
+			return fmt.Errorf("%w: %s=%d is outside [%d, %d], and not -1 (which turns it off)", ErrInvalidConfig, name, v, p.min, p.max)
+		}
 		return fmt.Errorf("%w: %s=%d is outside [%d, %d]", ErrInvalidConfig, name, v, p.min, p.max)
 	}
 	o[name] = v

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -179,7 +180,7 @@ type jsonHeader struct {
 func ParseJSONRecord(line []byte) (Record, error) {
 	var obj struct {
 		Offset    *int64          `json:"offset"`
-		Timestamp *int64          `json:"timestamp"`
+		Timestamp json.RawMessage `json:"timestamp"`
 		Key       jsonBytes       `json:"key"`
 		Value     jsonBytes       `json:"value"`
 		Headers   json.RawMessage `json:"headers"`
@@ -193,11 +194,10 @@ func ParseJSONRecord(line []byte) (Record, error) {
 		return Record{}, fmt.Errorf("%w: one object per line", ErrInvalidRecord)
 	}
 	r := Record{Key: obj.Key.b, Value: obj.Value.b}
-	if obj.Timestamp != nil {
-		if *obj.Timestamp <= 0 {
-			return Record{}, fmt.Errorf("%w: timestamp %d: want milliseconds since 1970, above 0", ErrInvalidRecord, *obj.Timestamp)
-		}
-		r.Timestamp = *obj.Timestamp
+	if ts, err := parseJSONTimestamp(obj.Timestamp); err != nil {
+		return Record{}, fmt.Errorf("%w: timestamp %s: %v", ErrInvalidRecord, obj.Timestamp, err)
+	} else {
+		r.Timestamp = ts
 	}
 	hs, err := parseJSONHeaders(obj.Headers)
 	if err != nil {
@@ -205,6 +205,34 @@ func ParseJSONRecord(line []byte) (Record, error) {
 	}
 	r.Headers = hs
 	return r, nil
+}
+
+// parseJSONTimestamp reads a record's "timestamp": a number of
+// milliseconds since 1970, as .jsonl prints it, or a string in any form
+// time/ takes (RFC 3339, a date, unix seconds or milliseconds; see
+// ParseTimestamp). Absent or null is 0: the wall clock at the append.
+func parseJSONTimestamp(raw json.RawMessage) (int64, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return 0, nil
+	}
+	var ms int64
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, err
+		}
+		var err error
+		if ms, err = ParseTimestamp(s); err != nil {
+			return 0, errors.New("want milliseconds since 1970, RFC 3339 (\"2024-10-10T12:00:00Z\") or a date (\"2024-10-10\")")
+		}
+	} else if err := json.Unmarshal(raw, &ms); err != nil {
+		return 0, errors.New("want a whole number of milliseconds since 1970, or a string in RFC 3339")
+	}
+	if ms <= 0 {
+		return 0, errors.New("want a time after 1970-01-01T00:00:00Z")
+	}
+	return ms, nil
 }
 
 func parseJSONHeaders(raw json.RawMessage) ([]record.Header, error) {

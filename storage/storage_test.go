@@ -681,13 +681,17 @@ func TestParseTimestamp(t *testing.T) {
 		"0":                           0,
 		"2023-11-14T22:13:20Z":        1700000000000,
 		"2023-11-14T23:13:20.5+01:00": 1700000000500,
+		"2023-11-14":                  1699920000000, // midnight UTC
+		"1970-01-01":                  0,
+		"99999999999":                 99999999999000, // 11 digits: seconds
+		"100000000000":                100000000000,   // 12 digits: milliseconds
 	}
 	for in, want := range cases {
 		got, err := ParseTimestamp(in)
 		require.NoError(t, err, in)
 		require.Equal(t, want, got, in)
 	}
-	for _, bad := range []string{"", "-5", "yesterday", "2023-11-14", "99999999999999999999", "1.5"} {
+	for _, bad := range []string{"", "-5", "yesterday", "2023-11-4", "2023-13-01", "2023-02-30", "99999999999999999999", "1.5"} {
 		_, err := ParseTimestamp(bad)
 		require.ErrorIs(t, err, ErrInvalidTimestamp, bad)
 	}

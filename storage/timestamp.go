@@ -9,8 +9,13 @@ import (
 
 // ParseTimestamp reads a point in time as users write it: unix seconds
 // ("1700000000", up to 11 digits), unix milliseconds (12 digits or more,
-// "1700000000000"), or RFC 3339 ("2023-11-14T22:13:20Z", fractions and
-// offsets allowed). It returns milliseconds since the epoch.
+// "1700000000000"), RFC 3339 ("2023-11-14T22:13:20Z", fractions and
+// offsets allowed), or a plain date ("2023-11-14": midnight UTC). It
+// returns milliseconds since the epoch.
+//
+// Digits are told apart by their count: 11 digits of seconds reach the year
+// 5138, and 12 digits of milliseconds start in 1973, so every timestamp of
+// a real log reads the same either way it was meant.
 func ParseTimestamp(s string) (int64, error) {
 	if s == "" {
 		return 0, fmt.Errorf("%w: empty", ErrInvalidTimestamp)
@@ -25,9 +30,13 @@ func ParseTimestamp(s string) (int64, error) {
 		}
 		return n * 1000, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	layout := time.RFC3339Nano
+	if len(s) == len(time.DateOnly) {
+		layout = time.DateOnly // parsed as UTC
+	}
+	t, err := time.Parse(layout, s)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %q: want unix seconds, unix milliseconds or RFC 3339", ErrInvalidTimestamp, s)
+		return 0, fmt.Errorf("%w: %q: want unix seconds, unix milliseconds, RFC 3339 (2024-10-10T12:00:00Z) or a date (2024-10-10)", ErrInvalidTimestamp, s)
 	}
 	return t.UnixMilli(), nil
 }

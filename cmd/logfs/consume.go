@@ -50,8 +50,9 @@ bytes of the mount's offset/N or time/T file (values: each value and '\n';
 jsonl: one JSON object a record with offset, timestamp, key, headers and
 value).
 
-T is unix seconds (1700000000), unix milliseconds (1700000000000) or
-RFC 3339 (2023-11-14T22:13:20Z). --time starts at the first record whose
+T is unix seconds (1700000000, up to 11 digits), unix milliseconds
+(1700000000000, 12 digits or more), RFC 3339 (2023-11-14T22:13:20Z) or a
+date (2023-11-14, midnight UTC). --time starts at the first record whose
 timestamp is at or after T, as Kafka's offsetsForTimes.
 
 consume only reads: it works beside a running mount or producer. With
@@ -86,7 +87,7 @@ end it with status 0.`,
 				}
 			case c.time != "":
 				if _, err := storage.ParseTimestamp(c.time); err != nil {
-					return usageErrorf("--time %q: want unix seconds, unix milliseconds or RFC 3339 (2023-11-14T22:13:20Z)", c.time)
+					return usageErrorf("--time %q: want unix seconds, unix milliseconds, RFC 3339 (2024-10-10T12:00:00Z) or a date (2024-10-10)", c.time)
 				}
 			}
 			ctx := cmd.Context()

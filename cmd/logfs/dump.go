@@ -54,6 +54,9 @@ status 1.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, files []string) error {
+			if err := checkFilesExist(files); err != nil {
+				return err // before anything is printed
+			}
 			out := bufio.NewWriterSize(cmd.OutOrStdout(), 256<<10)
 			d.out = out
 			for _, f := range files {

@@ -68,7 +68,9 @@ directory, say) without changing a byte.
 -o sets defaults for every topic that does not set its own, in Kafka's
 property names (-o segment.bytes=1048576,retention.ms=-1; repeatable). It
 also takes mount(8)'s ro, rw, allow_other, default_permissions (always on)
-and debug, and the broker setting log.retention.check.interval.ms: how often
+and debug, accepts and ignores the words fstab lines carry that mean
+nothing here (noatime, relatime, nodev, nosuid, noexec, auto, noauto, user,
+nofail, _netdev, defaults, x-*), and takes the broker setting log.retention.check.interval.ms: how often
 retention deletes the segments retention.ms and retention.bytes condemn
 (default 300000, 5 minutes; the first run comes 30 s after the mount, or
 sooner with a shorter interval).
@@ -120,7 +122,16 @@ func parseMountOptions(m *mountArgs) (storage.Overrides, error) {
 			case "debug":
 				m.debug = true
 			default:
-				key, value, _ := strings.Cut(o, "=")
+				if ignoredMountOption(o) {
+					continue
+				}
+				key, value, hasValue := strings.Cut(o, "=")
+				if hint, ok := mountOptionHints[o]; ok {
+					return nil, usageErrorf("-o %s: %s", o, hint)
+				}
+				if !hasValue {
+					return nil, usageErrorf("-o %s: not an option logfs knows; %s", o, mountOptionsHelp())
+				}
 				if ok, err := m.setMountOption(key, strings.TrimSpace(value)); ok {
 					if err != nil {
 						return nil, usageErrorf("-o %s: %v", o, err)

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestMountOptionsPeopleType: the words fstab lines and habit put in -o
+// are taken; an unknown one is refused with the list of what -o takes, and
+// a range error names -1 where -1 is allowed.
+func TestMountOptionsPeopleType(t *testing.T) {
+	dir := t.TempDir()
+	for name, tc := range map[string]struct{ opt, want string }{
+		"unknown word": {"noatime,bogus", "-o bogus: not an option logfs knows; -o takes ro, rw, allow_other"},
+		"lists topics": {"bogus", "retention.ms=, segment.bytes="},
+		"sync":         {"sync", "-o sync: logfs does not make every write synchronous; -o flush.messages=1"},
+		"minus one":    {"retention.ms=-5", "retention.ms=-5 is outside [0, 9223372036854775807], and not -1 (which turns it off)"},
+		"no minus one": {"segment.bytes=-1", "segment.bytes=-1 is outside [14, 2147483647]"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := fails(t, dir, exitUsage, tc.want, "mount", "-o", tc.opt, filepath.Join(dir, "mnt"))
+			if name == "no minus one" {
+				require.NotContains(t, r.stderr, "not -1")
+			}
+		})
+	}
+	require.NoDirExists(t, filepath.Join(dir, "logfs-data"))
+
+	mp := filepath.Join(dir, "mnt")
+	m := startMount(t, dir, mp, "-o", "rw,noatime,nodev,nosuid,noexec,relatime,defaults,_netdev,nofail,x-systemd.automount,default_permissions")
+	require.Contains(t, m.stderr(), "(read-write)")
+	require.NoError(t, os.Mkdir(filepath.Join(mp, "t"), 0o755))
+	appendLine(t, filepath.Join(mp, "t", "0", "append"), "x\n")
+}
+
+// TestDumpMissingFile: dump of a missing file says so before it prints
+// anything about the files before it.
+func TestDumpMissingFile(t *testing.T) {
+	dir := t.TempDir()
+	ok(t, dir, "", "topic", "create", "t")
+	ok(t, dir, "a\n", "produce", "t")
+	log := filepath.Join("logfs-data", "t-0", "00000000000000000000.log")
+	r := fails(t, dir, exitFailure, "nosuch.log: no such file", "dump", log, "nosuch.log")
+	require.Empty(t, r.stdout)
+	r = fails(t, dir, exitFailure, "is a directory: name its segment files", "dump", filepath.Join("logfs-data", "t-0"))
+	require.Empty(t, r.stdout)
+	require.True(t, strings.HasPrefix(ok(t, dir, "", "dump", log), "Dumping "+log))
+}
+
+// TestTimeForms: consume --time and append.jsonl take a plain date and
+// RFC 3339 as well as numbers.
+func TestTimeForms(t *testing.T) {
+	dir := t.TempDir()
+	ok(t, dir, "", "topic", "create", "t")
+	in := `{"value":"old","timestamp":"2024-10-09T23:59:59Z"}
+{"value":"new","timestamp":"2024-10-10"}
+{"value":"newer","timestamp":1728604800000}
+`
+	ok(t, dir, in, "produce", "--format", "jsonl", "t")
+	require.Equal(t, "new\nnewer\n", ok(t, dir, "", "consume", "--time", "2024-10-10", "t", "0"))
+	require.Equal(t, "newer\n", ok(t, dir, "", "consume", "--time", "2024-10-11T00:00:00Z", "t", "0"))
+	require.Equal(t, "newer\n", ok(t, dir, "", "consume", "--time", "1728604800", "t", "0"))
+	fails(t, dir, exitUsage, "want unix seconds, unix milliseconds, RFC 3339 (2024-10-10T12:00:00Z) or a date (2024-10-10)", "consume", "--time", "10/10/2024", "t", "0")
+}
