@@ -135,7 +135,11 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 	c := &Cluster{opts: o, s: s, cl: cl, adm: kadm.NewClient(cl), logger: o.Logger, stop: make(chan struct{}),
 		parts: map[tpKey]*part{}, fetchers: map[int32]*fetcher{}, logged: map[string]time.Time{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	if err := c.refresh(ctx); err != nil {
+	// The first contact gives up sooner than default.api.timeout.ms: a
+	// wrong address or a refused login is better said at once.
+	first, cancel := context.WithTimeout(ctx, min(s.apiTimeout, 15*time.Second))
+	defer cancel()
+	if err := c.refresh(first); err != nil {
 		c.cancel()
 		cl.Close()
 		return nil, fmt.Errorf("cannot reach the cluster at %s: %w", strings.Join(s.brokers, ","), err)

@@ -97,12 +97,20 @@ func (pr *producer) advance(id int64, k tpKey, n int32) {
 // delivery.timeout.ms fails with ErrTimeout (ETIMEDOUT) and is not tried
 // again. A record file opened after Produce returned shows the records.
 func (c *Cluster) Produce(ctx context.Context, cp *storage.Partition, recs []storage.Record) (int, error) {
+	n, _, err := c.ProduceAt(ctx, cp, recs)
+	return n, err
+}
+
+// ProduceAt is Produce, also returning the offset of the first record
+// taken (-1 when the broker answered a retry as a duplicate and did not
+// say).
+func (c *Cluster) ProduceAt(ctx context.Context, cp *storage.Partition, recs []storage.Record) (int, record.Offset, error) {
 	if len(recs) == 0 {
-		return 0, nil
+		return 0, -1, nil
 	}
 	p, err := c.partOf(ctx, cp)
 	if err != nil {
-		return 0, err
+		return 0, -1, err
 	}
 	p.prodMu.Lock()
 	defer p.prodMu.Unlock()
@@ -125,26 +133,27 @@ func (c *Cluster) Produce(ctx context.Context, cp *storage.Partition, recs []sto
 	}
 	if n == 0 {
 		r := &recs[0]
-		return 0, fmt.Errorf("%w: a record of %d bytes, over max.message.bytes (%d) of %s", storage.ErrRecordTooLarge,
+		return 0, -1, fmt.Errorf("%w: a record of %d bytes, over max.message.bytes (%d) of %s", storage.ErrRecordTooLarge,
 			record.HeaderSize+record.RecordSize(0, 0, r.Key, r.Value, r.Headers), limit, p.topic)
 	}
 	deadline := time.Now().Add(c.s.deliveryTimeout)
 	dctx, cancel := context.WithDeadlineCause(ctx, deadline, ErrTimeout)
 	defer cancel()
-	if err := c.produceBatch(dctx, p, &b, n); err != nil {
-		return 0, err
+	base, err := c.produceBatch(dctx, p, &b, n)
+	if err != nil {
+		return 0, -1, err
 	}
 	// The next lookup asks the cluster again, so a file opened now ends
 	// past these records.
 	p.mu.Lock()
 	p.producedAt = time.Now()
 	p.mu.Unlock()
-	return n, nil
+	return n, base, nil
 }
 
 // produceBatch sends the batch in b until it is acknowledged, refused, or
 // ctx's deadline passes.
-func (c *Cluster) produceBatch(ctx context.Context, p *part, b *record.Builder, n int) error {
+func (c *Cluster) produceBatch(ctx context.Context, p *part, b *record.Builder, n int) (record.Offset, error) {
 	k := tpKey{p.topic, p.id}
 	backoff := c.s.retryBackoff
 	sent := false // a request went out: its outcome may be unknown
@@ -158,7 +167,7 @@ func (c *Cluster) produceBatch(ctx context.Context, p *part, b *record.Builder, 
 		if err != nil {
 			lastErr = err
 			if !retriable(err) {
-				return err
+				return -1, err
 			}
 			if !sleepCtx(ctx, backoff) {
 				break
@@ -167,7 +176,7 @@ func (c *Cluster) produceBatch(ctx context.Context, p *part, b *record.Builder, 
 		}
 		raw, err := b.BuildWith(record.BuildOptions{Compression: c.s.compression, ProducerID: id, ProducerEpoch: epoch, BaseSequence: c.prod.seq(k)})
 		if err != nil {
-			return err
+			return -1, err
 		}
 		p.mu.Lock()
 		leader, topicID := p.leader, p.topicID
@@ -189,16 +198,19 @@ func (c *Cluster) produceBatch(ctx context.Context, p *part, b *record.Builder, 
 			err = produceError(op, resp)
 		}
 		switch {
-		case err == nil, errors.Is(err, kerr.DuplicateSequenceNumber):
+		case err == nil:
 			c.prod.advance(id, k, int32(n))
-			return nil
+			return baseOffset(resp), nil
+		case errors.Is(err, kerr.DuplicateSequenceNumber):
+			c.prod.advance(id, k, int32(n))
+			return -1, nil
 		case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID), errors.Is(err, kerr.InvalidProducerEpoch):
 			// The broker lost this producer's state (or never had it):
 			// start a new producer id. Only safe while no request of this
 			// batch may have been appended.
 			c.prod.reset(id)
 			if attempt > 0 {
-				return fmt.Errorf("%s: %w; not retried, as an earlier attempt may have been appended (%w)", op, err, syscall.EIO)
+				return -1, fmt.Errorf("%s: %w; not retried, as an earlier attempt may have been appended (%w)", op, err, syscall.EIO)
 			}
 			lastErr = err
 			continue
@@ -211,7 +223,7 @@ func (c *Cluster) produceBatch(ctx context.Context, p *part, b *record.Builder, 
 			backoff = min(2*backoff, time.Second)
 			continue
 		default:
-			return err
+			return -1, err
 		}
 	}
 	if sent {
@@ -223,11 +235,21 @@ func (c *Cluster) produceBatch(ctx context.Context, p *part, b *record.Builder, 
 	}
 	if errors.Is(context.Cause(ctx), ErrTimeout) {
 		if lastErr != nil {
-			return fmt.Errorf("%s: not acknowledged within delivery.timeout.ms (%v): %w; last error: %v", op, c.s.deliveryTimeout, ErrTimeout, lastErr)
+			return -1, fmt.Errorf("%s: not acknowledged within delivery.timeout.ms (%v): %w; last error: %v", op, c.s.deliveryTimeout, ErrTimeout, lastErr)
 		}
-		return fmt.Errorf("%s: not acknowledged within delivery.timeout.ms (%v): %w", op, c.s.deliveryTimeout, ErrTimeout)
+		return -1, fmt.Errorf("%s: not acknowledged within delivery.timeout.ms (%v): %w", op, c.s.deliveryTimeout, ErrTimeout)
 	}
-	return ctx.Err()
+	return -1, ctx.Err()
+}
+
+// baseOffset is the offset the broker gave the batch.
+func baseOffset(resp *kmsg.ProduceResponse) record.Offset {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			return record.Offset(p.BaseOffset)
+		}
+	}
+	return -1
 }
 
 // produceError is the error of the one partition of a produce response.

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 
@@ -11,6 +15,8 @@ import (
 
 	mountfs "github.com/logfs/logfs/fs"
 	"github.com/logfs/logfs/kafka"
+	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/storage"
 )
 
 // clusterArgs are the flags that point a command at a Kafka cluster
@@ -109,4 +115,129 @@ func mountCluster(c *kafka.Cluster) mountfs.Cluster {
 		return nil
 	}
 	return c
+}
+
+// clusterPartition opens the cluster for produce or consume and returns
+// the copy of one of its partitions, and how to close it all. Without
+// --data the copy is a temporary directory, removed at the end, so that
+// the command works beside a mount of the same cluster.
+func clusterPartition(cmd *cobra.Command, c clusterArgs, dir, topic string, id int, logger *slog.Logger) (*kafka.Cluster, *storage.Partition, func(*storage.Log, error) error, error) {
+	tmp := ""
+	if !c.dataSet {
+		var err error
+		if tmp, err = os.MkdirTemp("", "logfs-copy-"); err != nil {
+			return nil, nil, nil, err
+		}
+		dir, c.dataSet = tmp, true
+	}
+	kc, err := openCluster(cmd.Context(), cmd, c, dir, logger)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, nil, nil, err
+	}
+	closeAll := func(_ *storage.Log, err error) error {
+		err = errors.Join(err, kc.Close())
+		if tmp != "" {
+			os.RemoveAll(tmp)
+		}
+		return err
+	}
+	p, err := kc.Copy(cmd.Context(), topic, id)
+	if err != nil {
+		if errors.Is(err, storage.ErrNoTopic) || errors.Is(err, storage.ErrNoPartition) {
+			err = fmt.Errorf("the cluster has no partition %d of topic %q", id, topic)
+		}
+		return nil, nil, nil, closeAll(nil, err)
+	}
+	return kc, p, closeAll, nil
+}
+
+// consumeCluster is consume of a cluster's partition: the bytes of the
+// mount's record file, from a copy that holds them (see kafka.Cluster.Hold),
+// then with --follow what the copy gains as it follows the cluster.
+func consumeCluster(ctx context.Context, cmd *cobra.Command, out *bufio.Writer, c consumeArgs) error {
+	logger := newLogger(cmd.ErrOrStderr(), slog.LevelWarn, c.debug, false)
+	kc, p, closeAll, err := clusterPartition(cmd, c.cluster, c.dir, c.topic, c.partition, logger)
+	if err != nil {
+		return err
+	}
+	return closeAll(nil, printCluster(ctx, out, kc, p, c))
+}
+
+func printCluster(ctx context.Context, out *bufio.Writer, kc *kafka.Cluster, p *storage.Partition, c consumeArgs) error {
+	start, end, err := kc.Offsets(ctx, p)
+	if err != nil {
+		return err
+	}
+	var from record.Offset
+	switch c.offset {
+	case "earliest":
+		from = start
+	case "latest":
+		from = end
+	case "":
+		ts, err := storage.ParseTimestamp(c.time)
+		if err != nil {
+			return err
+		}
+		if from, err = kc.OffsetForTime(ctx, p, ts); err != nil {
+			return err
+		}
+	default:
+		n, err := strconv.ParseInt(c.offset, 10, 64)
+		if err != nil {
+			return err
+		}
+		switch from = record.Offset(n); {
+		case from < start:
+			return fmt.Errorf("offset %d of %s is gone: the cluster's log starts at %d (older records were deleted)", from, p, start)
+		case from > end:
+			return fmt.Errorf("offset %d of %s does not exist yet: the cluster's log ends at %d", from, p, end)
+		}
+	}
+	release, err := kc.Hold(ctx, p, from)
+	if err != nil {
+		return err
+	}
+	defer release()
+	v, err := p.NewView(c.format, from)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	size, err := v.Size() // what the record file shows now
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 256<<10)
+	for pos := int64(0); ; {
+		ch := p.Changed()
+		for c.follow || pos < size {
+			want := buf
+			if !c.follow {
+				want = buf[:min(int64(len(buf)), size-pos)]
+			}
+			n, err := v.ReadAt(want, pos)
+			if _, werr := out.Write(want[:n]); werr != nil {
+				return fmt.Errorf("write: %w", werr)
+			}
+			pos += int64(n)
+			if err == io.EOF {
+				break
+			} else if err != nil {
+				return fmt.Errorf("read %s: %w", p, err)
+			}
+		}
+		if !c.follow {
+			return nil
+		}
+		if err := out.Flush(); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
 }

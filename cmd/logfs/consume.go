@@ -35,6 +35,7 @@ type consumeArgs struct {
 	follow    bool
 	format    storage.Format
 	debug     bool
+	cluster   clusterArgs // --bootstrap-server: consume from a cluster (cluster.go)
 }
 
 func newConsumeCommand() *cobra.Command {
@@ -97,7 +98,12 @@ end it with status 0.`,
 				defer stop()
 			}
 			out := bufio.NewWriterSize(cmd.OutOrStdout(), 256<<10)
-			err = consume(ctx, out, cmd.ErrOrStderr(), c)
+			if c.cluster.enabled() {
+				c.cluster.dataSet = cmd.Flags().Changed("data")
+				err = consumeCluster(ctx, cmd, out, c)
+			} else {
+				err = consume(ctx, out, cmd.ErrOrStderr(), c)
+			}
 			if ferr := out.Flush(); err == nil && ferr != nil {
 				err = fmt.Errorf("write: %w", ferr)
 			}
@@ -108,6 +114,7 @@ end it with status 0.`,
 		},
 	}
 	addDataFlag(cmd, &c.dir)
+	addClusterFlags(cmd, &c.cluster, false)
 	addDebugFlag(cmd, &c.debug)
 	cmd.Flags().StringVar(&c.offset, "offset", "", "first offset: a number, earliest or latest")
 	cmd.Flags().StringVar(&c.time, "time", "", "first record at or after `T`: unix seconds, unix ms or RFC 3339")

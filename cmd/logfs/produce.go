@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/logfs/logfs/kafka"
 	"github.com/logfs/logfs/record"
 	"github.com/logfs/logfs/storage"
 )
@@ -28,6 +29,7 @@ func newProduceCommand() *cobra.Command {
 	var (
 		dir    string
 		format string
+		cl     clusterArgs
 	)
 	cmd := &cobra.Command{
 		Use:   "produce [--data DIR] [--format values|jsonl] TOPIC [PARTITION]",
@@ -64,17 +66,30 @@ it stays.`,
 			if err != nil {
 				return usageErrorf("--format %q: want values or jsonl", format)
 			}
-			l, err := openLog(dir, storage.Options{Logger: newLogger(cmd.ErrOrStderr(), slog.LevelWarn, false, false)})
-			if err != nil {
-				return err
+			logger := newLogger(cmd.ErrOrStderr(), slog.LevelWarn, false, false)
+			var l *storage.Log
+			var p *storage.Partition
+			var send func([]storage.Record) (int, record.Offset, error)
+			closeLog := closeLog
+			if cl.enabled() {
+				cl.dataSet = cmd.Flags().Changed("data")
+				var kc *kafka.Cluster
+				if kc, p, closeLog, err = clusterPartition(cmd, cl, dir, topic, id, logger); err != nil {
+					return err
+				}
+				send = func(recs []storage.Record) (int, record.Offset, error) { return kc.ProduceAt(cmd.Context(), p, recs) }
+			} else {
+				if l, err = openLog(dir, storage.Options{Logger: logger}); err != nil {
+					return err
+				}
+				p, err = findPartition(l, topic, id)
 			}
-			p, err := findPartition(l, topic, id)
 			var sum produceSummary
 			if err == nil {
 				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 				in := cmd.InOrStdin()
 				m := newMeter(progressOut, "producing", inputSize(in))
-				sum, err = produce(ctx, &meterReader{r: in, m: m}, p, f, m)
+				sum, err = produce(ctx, &meterReader{r: in, m: m}, p, f, m, send)
 				m.finish()
 				stop()
 			}
@@ -86,6 +101,7 @@ it stays.`,
 		},
 	}
 	addDataFlag(cmd, &dir)
+	addClusterFlags(cmd, &cl, false)
 	cmd.Flags().StringVarP(&format, "format", "f", "values", "input format: values (a line is a value) or jsonl")
 	return cmd
 }
@@ -141,8 +157,8 @@ func (mr *meterReader) Read(b []byte) (int, error) {
 
 // produce appends the lines of r to p until r ends or ctx is done, and
 // says what it appended.
-func produce(ctx context.Context, r io.Reader, p *storage.Partition, f storage.Format, m *meter) (produceSummary, error) {
-	pr := producer{p: p, format: f, line: 1, meter: m}
+func produce(ctx context.Context, r io.Reader, p *storage.Partition, f storage.Format, m *meter, send func([]storage.Record) (int, record.Offset, error)) (produceSummary, error) {
+	pr := producer{p: p, format: f, line: 1, meter: m, send: send}
 	err := pr.run(ctx, r)
 	return pr.sum, err
 }
@@ -206,6 +222,9 @@ type producer struct {
 	lens    []int64 // of recs' lines, '\n' included
 	sum     produceSummary
 	meter   *meter
+	// send produces to a cluster instead (--bootstrap-server): the records
+	// that fit one batch, how many, and the first one's offset.
+	send func([]storage.Record) (int, record.Offset, error)
 }
 
 // flush appends the last line, which has no '\n'.
@@ -260,7 +279,13 @@ func (pr *producer) appendLines(b []byte) error {
 			size += rs
 			n++
 		}
-		off, err := pr.p.Append(recs[:n])
+		var off record.Offset
+		var err error
+		if pr.send != nil {
+			n, off, err = pr.send(recs) // a cluster's batch: what fits one
+		} else {
+			off, err = pr.p.Append(recs[:n])
+		}
 		if err != nil {
 			if errors.Is(err, storage.ErrRecordTooLarge) {
 				return fmt.Errorf("line %d: %w", first, err)
