@@ -12,6 +12,8 @@
 //	    00000000000000000000.index         offset index
 //	    00000000000000000000.timeindex     time index
 //	    00000000000000000000.viewindex     logfs: rendered positions of the values view
+//	    00000000000000000000.txnindex      Kafka: aborted transactions (read, see package txn)
+//	    00000000000000000042.snapshot      Kafka: producer state at offset 42 (read)
 package layout
 
 import (
@@ -33,9 +35,14 @@ const (
 	// package storage). Kafka ignores files it does not know in a partition
 	// folder.
 	ViewIndexSuffix = ".viewindex"
-	DeletedSuffix   = ".deleted"
-	CleanedSuffix   = ".cleaned"
-	SwapSuffix      = ".swap"
+	// TxnIndexSuffix names Kafka's index of aborted transactions, and
+	// SnapshotSuffix its producer-state snapshots, which are named by the
+	// offset they were taken at rather than by a segment (package txn).
+	TxnIndexSuffix = ".txnindex"
+	SnapshotSuffix = ".snapshot"
+	DeletedSuffix  = ".deleted"
+	CleanedSuffix  = ".cleaned"
+	SwapSuffix     = ".swap"
 	// TopicConfigSuffix names a topic's settings file at the top of the
 	// data directory: DATA/<topic>.topic.properties. Kafka keeps topic
 	// settings elsewhere (ZooKeeper or KRaft) and ignores plain files there.
@@ -50,6 +57,9 @@ const (
 	RecoveryPointFile = "recovery-point-offset-checkpoint"
 	LogStartFile      = "log-start-offset-checkpoint"
 	CleanShutdownFile = ".kafka_cleanshutdown"
+	// ReplicationOffsetFile holds a broker's high watermarks, in the same
+	// format; logfs only reads it (a followed broker directory).
+	ReplicationOffsetFile = "replication-offset-checkpoint"
 )
 
 // maxTopicLength is Kafka's limit, 249 characters, which leaves room in a

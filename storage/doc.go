@@ -54,6 +54,21 @@
 // appender and stored in <base>.viewindex when the segment seals or the log
 // closes, others are built on first use.
 //
+// # Transactions
+//
+// Views show what a Kafka consumer with Options.Isolation sees:
+// ReadCommitted (the default, read_committed) hides the records of aborted
+// transactions and ends at the last stable offset, the first offset of the
+// earliest transaction still open; ReadUncommitted shows every data
+// record. A transactional batch is aborted when its producer's next marker
+// is an ABORT or a .txnindex lists it; the last stable offset comes from
+// a replay of producer state from the latest producer snapshot (see
+// txn.go). Both read a per-segment summary of transactional batches and
+// markers, made by one scan of batch headers when first needed; the view
+// indexes list the transactional batches they cover, so a segment without
+// any is rendered as before. Readers (NewReader) return every data
+// record.
+//
 // # Durability
 //
 // Appends reach the page cache. They are fsynced by Sync, every flush.ms

@@ -56,6 +56,10 @@ type Options struct {
 	// has got (see recovery.LoadOptions.OnProgress); logfs draws a
 	// progress bar with it. It is called concurrently and must be quick.
 	RecoveryProgress func(recovery.Progress)
+	// Isolation is what Views show (record files, consume): ReadCommitted,
+	// the zero value, as a read_committed Kafka consumer; or
+	// ReadUncommitted (see txn.go).
+	Isolation Isolation
 }
 
 // Log is a data directory: topics made of partitions made of segments, laid
@@ -79,6 +83,10 @@ type Log struct {
 	kick chan *Partition
 
 	report *recovery.Report // what Open's recovery found and did; set once
+	// cleanOpen says the data directory had a clean shutdown marker when
+	// opened: with no producer snapshot, Kafka then takes producer state
+	// as empty at the log end (see txnState.load).
+	cleanOpen bool
 
 	// ckptMu serialises checkpoint writes: they share the files' .tmp
 	// names, and two at once could interleave into a corrupt file.
@@ -160,6 +168,7 @@ func (l *Log) open() error {
 		clean = false // Kafka: an unreadable recovery point means recovering everything
 		recoveryPoints = map[recovery.TopicPartition]record.Offset{}
 	}
+	l.cleanOpen = clean
 	entries, err := fs.ReadDir(l.dir)
 	if err != nil {
 		return err
@@ -382,6 +391,9 @@ func (l *Log) Dir() string { return l.dir }
 
 // ReadOnly reports whether the log was opened read-only.
 func (l *Log) ReadOnly() bool { return l.opts.ReadOnly }
+
+// Isolation returns what the log's Views show (Options.Isolation).
+func (l *Log) Isolation() Isolation { return l.opts.Isolation }
 
 func (l *Log) now() time.Time { return l.opts.Now() }
 

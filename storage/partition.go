@@ -55,6 +55,7 @@ type Partition struct {
 	dirDirty   atomic.Bool  // a segment file was created since the last directory sync
 
 	recovered RecoveryReport // set once by Open, read-only after
+	txn       txnState       // read_committed's replay of producer state (see txn.go)
 }
 
 func newPartition(t *Topic, id int, dir string) *Partition {

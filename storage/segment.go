@@ -79,6 +79,7 @@ type segment struct {
 	noMap  atomic.Bool
 
 	views viewIndexes
+	txn   segTxn // what its log says about transactions (see txn.go)
 
 	logger *slog.Logger
 }

@@ -25,12 +25,19 @@ const viewChunk = 256 << 10
 type View struct {
 	p      *Partition
 	format Format
+	iso    Isolation
+	start  record.Offset
 
 	mu     sync.Mutex
 	segs   []*segment // pinned; segs[0] holds start
 	totals []int64    // rendered size of each frozen segment, or -1
+	final  []*shown   // what is shown of each segment, once final (see txnview.go)
 	skip   int64      // rendered bytes of segs[0] below start
-	closed bool
+	// pending says skip is not known yet: in ReadCommitted, start lies
+	// past the last stable offset, and the view is empty until the LSO
+	// reaches it.
+	pending bool
+	closed  bool
 	// deleted says retention deleted segments after the last pinned one
 	// before the view pinned them.
 	deleted bool
@@ -76,13 +83,45 @@ func (p *Partition) NewView(f Format, start record.Offset) (*View, error) {
 		if next := p.segmentAfter(s.base); next != nil {
 			limit = next.base
 		}
-		skip, err := s.views.get(s, f).renderedBefore(s, start, limit)
-		if err != nil {
+		v := &View{p: p, format: f, iso: p.topic.log.opts.Isolation, start: start, segs: []*segment{s}, totals: []int64{-1}, final: []*shown{nil},
+			pending: true, chunkSeg: -1, scSeg: -1, limitSeg: -1}
+		if err := v.settle(limit); err != nil {
 			s.release()
 			return nil, err
 		}
-		return &View{p: p, format: f, segs: []*segment{s}, totals: []int64{-1}, skip: skip, chunkSeg: -1, scSeg: -1, limitSeg: -1}, nil
+		return v, nil
 	}
+}
+
+// settle works out skip, the rendered bytes of segs[0] below the start,
+// once they are decided: in ReadCommitted, once the last stable offset has
+// reached the start (until then pending stays set). limit is the next
+// segment's base offset.
+func (v *View) settle(limit record.Offset) error {
+	if !v.pending {
+		return nil
+	}
+	s := v.segs[0]
+	var sh shown
+	if v.iso == ReadCommitted {
+		if v.p.LastStableOffset() < v.start {
+			return nil
+		}
+		// The fates of the batches up to the one holding the start.
+		upTo, err := s.batchEndAt(v.start)
+		if err != nil {
+			return err
+		}
+		if sh, err = v.shownTo(0, upTo); err != nil {
+			return err
+		}
+	}
+	skip, err := s.views.get(s, v.format).renderedBefore(s, v.start, limit, &sh)
+	if err != nil {
+		return err
+	}
+	v.skip, v.pending = skip, false
+	return nil
 }
 
 // refresh pins the segments rolled since the view last looked, up to a
@@ -104,6 +143,7 @@ func (v *View) refresh() {
 		if s.acquire() {
 			v.segs = append(v.segs, s)
 			v.totals = append(v.totals, -1)
+			v.final = append(v.final, nil)
 			last = s
 		}
 	}
@@ -117,6 +157,21 @@ func (v *View) total(i int) (int64, error) {
 	s := v.segs[i]
 	frozen := s.frozen.Load() // read before the size, so a frozen size is final
 	vi := s.views.get(s, v.format)
+	if v.iso == ReadCommitted {
+		sh, err := v.shown(i)
+		if err != nil {
+			return 0, err
+		}
+		t, err := vi.renderedAt(s, sh.end)
+		if err != nil {
+			return 0, err
+		}
+		t -= sh.hiddenBefore(sh.end)
+		if v.final[i] != nil {
+			v.totals[i] = t
+		}
+		return t, nil
+	}
 	if err := vi.extend(s, record.Position(s.size.Load()), v.segmentLimit(i)); err != nil {
 		return 0, err
 	}
@@ -133,6 +188,9 @@ func (v *View) Size() (int64, error) {
 	defer v.mu.Unlock()
 	if v.closed {
 		return 0, ErrClosed
+	}
+	if err := v.settle(v.segmentLimit(0)); err != nil || v.pending {
+		return 0, err
 	}
 	v.refresh()
 	if v.deleted {
@@ -163,6 +221,11 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 	}
 	if off < 0 {
 		return 0, fmt.Errorf("negative offset %d", off)
+	}
+	if err := v.settle(v.segmentLimit(0)); err != nil {
+		return 0, err
+	} else if v.pending {
+		return 0, io.EOF
 	}
 	at := off + v.skip // in the rendering of segs[0], segs[1], … from segs[0]'s start
 	i, segStart := 0, int64(0)
@@ -261,6 +324,10 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 	}
 	defer v.dropChunkOnError(&err)
 	s := v.segs[i]
+	sh, err := v.shown(i)
+	if err != nil {
+		return nil, err
+	}
 	sequential := v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk))
 	var from record.Position
 	var at int64
@@ -268,11 +335,16 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 	if sequential {
 		from, at, ended = v.chunkEnd, local, v.chunkEnded // carry on after the chunk
 	} else {
-		e := s.views.get(s, v.format).locate(local)
+		var e viewEntry
+		if vi := s.views.get(s, v.format); len(sh.hidden) > 0 {
+			e = vi.locateShown(local, &sh)
+		} else {
+			e = vi.locate(local)
+		}
 		from, at, ended = e.pos, e.rendered, e.base
 	}
 	v.chunk, v.chunkSeg = v.chunk[:0], i
-	size := record.Position(s.size.Load())
+	size := sh.end
 	if v.scSeg != i || !v.scOK || v.sc.Pos() != from || v.scEnd != size {
 		// Small first reads, growing as the scan goes on: a read in the
 		// middle of a segment (head, tail, a pread) touches little.
@@ -302,7 +374,7 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 		} else {
 			var b *record.Batch
 			pos = v.sc.Batch().Pos
-			if b, err = v.scanned(i); err == nil && !b.Attributes.Control() {
+			if b, err = v.scanned(i); err == nil && !b.Attributes.Control() && !sh.hides(b) {
 				err = v.renderBatch(b, local, &at)
 			}
 		}
@@ -362,7 +434,11 @@ func (v *View) renderBatch(b *record.Batch, local int64, at *int64) error {
 func (v *View) renderInto(i int, local int64, dst []byte) (_ int, err error) {
 	defer v.dropChunkOnError(&err)
 	s := v.segs[i]
-	size := record.Position(s.size.Load())
+	sh, err := v.shown(i)
+	if err != nil {
+		return 0, err
+	}
+	size := sh.end
 	if v.scSeg != i || !v.scOK || v.sc.Pos() != v.chunkEnd {
 		v.sc.Reset(s.log, v.chunkEnd, size, readerScan)
 		v.scSeg, v.scOK, v.scEnded = i, true, v.chunkEnded
@@ -383,7 +459,7 @@ func (v *View) renderInto(i int, local int64, dst []byte) (_ int, err error) {
 		} else {
 			var b *record.Batch
 			pos = v.sc.Batch().Pos
-			if b, err = v.scanned(i); err == nil && !b.Attributes.Control() {
+			if b, err = v.scanned(i); err == nil && !b.Attributes.Control() && !sh.hides(b) {
 				n, spilled, err = v.renderValues(b, dst, n)
 			}
 		}

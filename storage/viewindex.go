@@ -47,6 +47,13 @@ type viewIndex struct {
 	persisted    record.Position // covered when last written to the sidecar, or -1
 	dec          record.Decoder
 	scratch      []byte
+
+	// txns are the transactional data batches covered, in log order, and
+	// txnBatches counts them and the transaction markers covered:
+	// ReadCommitted views hide the aborted ones (see txnview.go).
+	txns       []viewTxn
+	txnBatches int
+	vis        visibility
 }
 
 func newViewIndex(f Format, base record.Offset) *viewIndex {
@@ -58,6 +65,12 @@ func (v *viewIndex) add(h *record.BatchHeader, pos record.Position, rendered int
 	if v.sinceEntry >= viewInterval && pos > v.entries[len(v.entries)-1].pos {
 		v.entries = append(v.entries, viewEntry{pos: pos, base: h.BaseOffset, rendered: v.total})
 		v.sinceEntry = 0
+	}
+	if h.ProducerID >= 0 && (h.Attributes.Transactional() || h.Attributes.Control()) {
+		v.txnBatches++
+		if !h.Attributes.Control() {
+			v.txns = append(v.txns, viewTxn{pos: pos, before: v.total, rendered: rendered})
+		}
 	}
 	v.total += rendered
 	v.sinceEntry += rendered
@@ -145,9 +158,12 @@ func (v *viewIndex) locateOffset(off record.Offset) viewEntry {
 // renderedBefore returns the rendered bytes of the segment's records below
 // offset off. limit is the next segment's base offset (math.MaxInt64 for
 // the newest): the batches it passes are checked as View.scanned checks
-// them, since a bad base offset would move where the view starts.
-func (v *viewIndex) renderedBefore(s *segment, off, limit record.Offset) (int64, error) {
+// them, since a bad base offset would move where the view starts. sh, when
+// not nil, is what a ReadCommitted view shows of the segment: its hidden
+// batches are not counted.
+func (v *viewIndex) renderedBefore(s *segment, off, limit record.Offset, sh *shown) (int64, error) {
 	e := v.locateOffset(off)
+	e.rendered -= sh.hiddenBefore(e.pos)
 	size := record.Position(s.size.Load())
 	sc := record.NewScanner(s.log, e.pos, size, readerScan)
 	var dec record.Decoder
@@ -163,7 +179,7 @@ func (v *viewIndex) renderedBefore(s *segment, off, limit record.Offset) (int64,
 		if b.BaseOffset >= off {
 			return n, nil
 		}
-		if b.Attributes.Control() {
+		if b.Attributes.Control() || sh.hides(b) {
 			continue
 		}
 		it, err := dec.Records(b)
@@ -257,17 +273,23 @@ func (vs *viewIndexes) persist(s *segment) {
 
 // The sidecar, <base>.viewindex, is logfs's own file (big-endian):
 //
-//	magic "LGFSVIX1" | format u8 | pad [3] | count u32 | covered u64 | total u64 |
+//	magic "LGFSVIX2" | format u8 | pad [3] | count u32 | covered u64 | total u64 |
 //	last batch pos u64 | last batch crc u32 | entries: { pos u32 | base delta u32 | rendered u64 } × count |
+//	txn batches u32 | txn count u32 | txns: { pos u32 | rendered before u64 | rendered u64 } × txn count |
 //	crc32c u32 of everything before it
 //
 // It is trusted only if its CRC matches, it covers no more than the .log
 // holds, and the batch it names last is still there with the same CRC.
-var viewIndexMagic = []byte("LGFSVIX1")
+// Version 1 (LGFSVIX1) did not list transactional batches: it is rebuilt.
+var (
+	viewIndexMagic   = []byte("LGFSVIX2")
+	viewIndexMagicV1 = []byte("LGFSVIX1")
+)
 
 const (
 	viewHeaderSize = 8 + 4 + 4 + 8 + 8 + 8 + 4
 	viewEntrySize  = 16
+	viewTxnSize    = 4 + 8 + 8
 )
 
 var errBadViewIndex = errors.New("bad view index")
@@ -297,6 +319,13 @@ func writeViewIndex(s *segment, v *viewIndex) error {
 		buf = be.AppendUint32(buf, uint32(e.pos))
 		buf = be.AppendUint32(buf, uint32(e.base-s.base))
 		buf = be.AppendUint64(buf, uint64(e.rendered))
+	}
+	buf = be.AppendUint32(buf, uint32(v.txnBatches))
+	buf = be.AppendUint32(buf, uint32(len(v.txns)))
+	for _, t := range v.txns {
+		buf = be.AppendUint32(buf, uint32(t.pos))
+		buf = be.AppendUint64(buf, uint64(t.before))
+		buf = be.AppendUint64(buf, uint64(t.rendered))
 	}
 	covered := v.covered
 	v.mu.Unlock()
@@ -334,6 +363,9 @@ func readViewIndex(s *segment) (*viewIndex, error) {
 	}
 	be := binary.BigEndian
 	bad := func(why string) error { return fmt.Errorf("%w: %s: %s", errBadViewIndex, s.viewIndexPath(), why) }
+	if len(data) >= 8 && string(data[:8]) == string(viewIndexMagicV1) {
+		return nil, os.ErrNotExist // written before it listed transactions: rebuilt quietly
+	}
 	if len(data) < viewHeaderSize+4 || string(data[:8]) != string(viewIndexMagic) {
 		return nil, bad("no header")
 	}
@@ -342,7 +374,12 @@ func readViewIndex(s *segment) (*viewIndex, error) {
 		return nil, bad("crc mismatch")
 	}
 	count := int(be.Uint32(body[12:]))
-	if Format(body[8]) != Values || count < 1 || (len(body)-viewHeaderSize)/viewEntrySize != count || (len(body)-viewHeaderSize)%viewEntrySize != 0 {
+	txnsAt := viewHeaderSize + count*viewEntrySize
+	if Format(body[8]) != Values || count < 1 || count > len(body)/viewEntrySize || len(body) < txnsAt+8 {
+		return nil, bad("wrong shape")
+	}
+	txnBatches, txnCount := int(be.Uint32(body[txnsAt:])), int(be.Uint32(body[txnsAt+4:]))
+	if txnCount > txnBatches || len(body) != txnsAt+8+txnCount*viewTxnSize {
 		return nil, bad("wrong shape")
 	}
 	v := newViewIndex(Values, s.base)
@@ -364,6 +401,15 @@ func readViewIndex(s *segment) (*viewIndex, error) {
 	}
 	if v.entries[0] != (viewEntry{pos: 0, base: s.base}) {
 		return nil, bad("first entry is not the segment start")
+	}
+	v.txnBatches, v.txns = txnBatches, make([]viewTxn, txnCount)
+	for i := range v.txns {
+		p := body[txnsAt+8+i*viewTxnSize:]
+		t := viewTxn{pos: record.Position(be.Uint32(p)), before: int64(be.Uint64(p[4:])), rendered: int64(be.Uint64(p[12:]))}
+		if i > 0 && t.pos <= v.txns[i-1].pos || t.pos >= max(v.covered, 1) || t.before < 0 || t.rendered < 0 || t.before+t.rendered > v.total {
+			return nil, bad("transactional batches out of order")
+		}
+		v.txns[i] = t
 	}
 	if v.covered > 0 {
 		var hdr [record.HeaderSize]byte
