@@ -38,11 +38,17 @@ type mountProc struct {
 // startMount runs EXE mount --data DIR -o OPTS MP and waits until it is
 // ready. The child gets SIGTERM if this process dies.
 func (r *runner) startMount(ctx context.Context, dataDir, mp string, opts string) (*mountProc, error) {
+	return r.startMountArgs(ctx, mp, "mount", "--data", dataDir, "-o", opts, mp)
+}
+
+// startMountArgs runs EXE ARGS…, a mount at mp, and waits until it is
+// ready.
+func (r *runner) startMountArgs(ctx context.Context, mp string, args ...string) (*mountProc, error) {
 	if err := os.MkdirAll(mp, 0o755); err != nil {
 		return nil, err
 	}
 	m := &mountProc{mp: mp, done: make(chan struct{})}
-	m.cmd = exec.Command(r.o.Exe, "mount", "--data", dataDir, "-o", opts, mp)
+	m.cmd = exec.Command(r.o.Exe, args...)
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	pipe, err := m.cmd.StderrPipe()
 	if err != nil {

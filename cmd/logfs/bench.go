@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +31,7 @@ func newBenchCommand() *cobra.Command {
 	var (
 		o                                           = bench.DefaultOptions()
 		sizes, batches, dataBytes, segBytes, phases string
-		mount, asJSON, quiet                        bool
+		mount, asJSON, quiet, cluster               bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [--size 100,1k,16k] [--batch 1,64] [--records N] [--mount] [--phases LIST] [--count N] [--json]",
@@ -65,6 +66,15 @@ against the same tool on plain files:
                 before and after ls -R and a few reads (mount needs root
                 or fusermount3, and /dev/fuse)
 
+With --cluster, a fake Kafka cluster (franz-go's kfake) runs in this process
+and 'logfs mount --bootstrap-server' mounts it; kcat is the baseline:
+  cat, cold     cat offset/0 with nothing copied yet vs kcat -C -e -q of the partition
+  cat, again    the same cat once the copy is local vs cat of a local mount of the copy
+  tail -f lag   produce acknowledged -> the line out of tail -f offset/latest, and
+                -> the record's bytes readable in the file (p50, p99)
+  cat>>append   cat FILE >> append vs kcat -P < FILE
+kfake keeps everything in memory: 256 MiB of records take about 700 MB.
+
 Everything is written to a fresh directory under --dir (default: the system
 temporary directory), unmounted and removed at the end, on error and on
 Ctrl-C. Timings depend on what else runs on the machine: the header gives
@@ -75,6 +85,9 @@ the load average; compare ratios measured in the same run.`,
   logfs bench --mount --phases memory --segments 10000`,
 		Args: args(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cluster {
+				return benchCluster(cmd, sizes, dataBytes, o, asJSON, quiet)
+			}
 			var err error
 			if o.Sizes, err = parseBenchSizes(sizes); err != nil {
 				return usageErrorf("--size: %v", err)
@@ -146,6 +159,7 @@ the load average; compare ratios measured in the same run.`,
 	f.IntVar(&o.Segments, "segments", o.Segments, "memory: segments of the mounted data directory")
 	f.StringVar(&phases, "phases", "", "comma-separated phases (default: "+strings.Join(bench.APIPhases(), ",")+", and with --mount "+strings.Join(bench.MountPhases(), ",")+")")
 	f.BoolVar(&mount, "mount", false, "also measure through a FUSE mount (cat, tail, head, cat >> append, memory)")
+	f.BoolVar(&cluster, "cluster", false, "instead, measure a mount of a Kafka cluster (a fake one in this process) against kcat: cold and warm cat, tail -f lag, cat >> append (256 MiB of 1 KiB records unless --data-bytes and --size say otherwise; needs kcat)")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "seed of values and random offsets")
 	f.StringVar(&o.Dir, "dir", o.Dir, "parent of the run's temporary directory (default: system temp dir)")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of tables")
@@ -211,4 +225,49 @@ func parseBenchPhases(s string, mount bool) ([]string, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// benchCluster runs logfs bench --cluster.
+func benchCluster(cmd *cobra.Command, sizes, dataBytes string, o bench.Options, asJSON, quiet bool) error {
+	co := bench.DefaultClusterOptions()
+	co.Seed, co.Dir, co.Exe = o.Seed, o.Dir, o.Exe
+	if cmd.Flags().Changed("size") {
+		s, err := parseBenchSizes(sizes)
+		if err != nil || len(s) != 1 {
+			return usageErrorf("--size: --cluster takes one record size")
+		}
+		co.Size = s[0]
+	}
+	if cmd.Flags().Changed("data-bytes") {
+		b, err := parseBenchBytes(dataBytes)
+		if err != nil {
+			return usageErrorf("--data-bytes: %v", err)
+		}
+		co.Bytes, co.AppendBytes = b, min(co.AppendBytes, b)
+	}
+	if co.Exe == "" {
+		var err error
+		if co.Exe, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var progress io.Writer
+	if !quiet {
+		progress = cmd.ErrOrStderr()
+	}
+	rows, err := bench.RunCluster(ctx, co, progress)
+	if ctx.Err() != nil {
+		return errors.New("interrupted; data removed")
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	return bench.WriteClusterTable(cmd.OutOrStdout(), rows)
 }
