@@ -379,4 +379,3 @@ func pct(v []float64, p int) float64 {
 	i := (len(s)*p + 99) / 100
 	return s[max(min(i, len(s))-1, 0)]
 }
-
