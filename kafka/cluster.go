@@ -248,7 +248,13 @@ func (c *Cluster) openCopy() error {
 	if dir == "" {
 		dir = DefaultDir(c.id)
 	}
-	l, err := storage.Open(dir, storage.Options{Logger: c.logger, Defaults: copyDefaults(), RetentionCheckInterval: -1})
+	// The copy's views show what the mount's isolation level shows (storage
+	// filters a read_uncommitted copy's aborted records otherwise).
+	iso := storage.ReadCommitted
+	if c.s.isolation == ReadUncommitted {
+		iso = storage.ReadUncommitted
+	}
+	l, err := storage.Open(dir, storage.Options{Logger: c.logger, Defaults: copyDefaults(), RetentionCheckInterval: -1, Isolation: iso})
 	if err != nil {
 		return fmt.Errorf("open the copy %s: %w", dir, err)
 	}
