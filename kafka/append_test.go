@@ -190,3 +190,23 @@ func TestMountMkdir(t *testing.T) {
 		return errors.Is(err, os.ErrNotExist)
 	}, 10*time.Second, 100*time.Millisecond, "a deleted topic disappears")
 }
+
+// compression.type compresses the batches of appends; the default is none.
+func TestMountAppendCompression(t *testing.T) {
+	c := fakeCluster(t, kfake.SeedTopics(1, "z", "plain"))
+	kc, mp := mounted(t, c, kafka.Options{Properties: kafka.Properties{"compression.type": "zstd"}}, fs.Options{})
+	data := []byte(strings.Repeat("compress me please\n", 200))
+	_, err := appendTo(filepath.Join(mp, "z/0/append"), data)
+	require.NoError(t, err)
+	require.Equal(t, string(data), readFile(t, filepath.Join(mp, "z/0/offset/0")))
+	hs := copyBatches(t, kc, "z", 0)
+	require.Len(t, hs, 1)
+	require.Equal(t, record.Zstd, hs[0].Attributes.Compression())
+	require.Less(t, hs[0].Size(), int64(len(data)/4))
+
+	kc2, mp2 := mounted(t, c, kafka.Options{}, fs.Options{})
+	_, err = appendTo(filepath.Join(mp2, "plain/0/append"), data)
+	require.NoError(t, err)
+	require.Equal(t, string(data), readFile(t, filepath.Join(mp2, "plain/0/offset/0")))
+	require.Equal(t, record.None, copyBatches(t, kc2, "plain", 0)[0].Attributes.Compression())
+}

@@ -241,3 +241,29 @@ func printCluster(ctx context.Context, out *bufio.Writer, kc *kafka.Cluster, p *
 		}
 	}
 }
+
+// takeClusterOptions moves the -o words of a cluster mount that are
+// producer properties (compression.type) to the client properties, and
+// refuses topic defaults, which set nothing on a cluster.
+func takeClusterOptions(m *mountArgs) error {
+	if !m.cluster.enabled() {
+		return nil
+	}
+	var keep []string
+	for _, list := range m.options {
+		for _, o := range strings.Split(list, ",") {
+			o = strings.TrimSpace(o)
+			name, _, isProp := strings.Cut(o, "=")
+			switch {
+			case name == "compression.type":
+				m.cluster.props = append(m.cluster.props, o)
+			case isProp && name != "umask" && name != "gid" && name != "uid":
+				return usageErrorf("-o %s: topic settings apply to a data directory; on a cluster, set them on the cluster (kafka-configs.sh), or use -X for client properties", o)
+			default:
+				keep = append(keep, o)
+			}
+		}
+	}
+	m.options = keep
+	return nil
+}

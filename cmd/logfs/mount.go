@@ -201,6 +201,9 @@ func (m *mountArgs) share() os.FileMode {
 }
 
 func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
+	if err := takeClusterOptions(&m); err != nil {
+		return err
+	}
 	defaults, err := parseMountOptions(&m)
 	if err != nil {
 		return err
