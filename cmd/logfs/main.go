@@ -42,6 +42,9 @@ var commands []func() *cobra.Command
 func addCommand(newCmd func() *cobra.Command) { commands = append(commands, newCmd) }
 
 func main() {
+	if isMountHelper(os.Args[0]) {
+		os.Exit(runMountHelper(os.Args[0], os.Args[1:], os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -86,11 +89,13 @@ created on first use.`,
   logfs topic create --partitions 3 orders
   echo hello | logfs produce orders
   logfs consume --offset earliest orders 0`,
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// No "completion" command: it would be the only one not documented.
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageErrorf("%v (see %s --help)", err, cmd.CommandPath())
 	})

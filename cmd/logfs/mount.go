@@ -276,7 +276,13 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	if !m.debug {
 		level.Set(slog.LevelInfo)
 	}
-	// The line scripts and tests wait for.
+	// systemd (Type=notify) and a mount helper parent learn it here, once
+	// the mount answers; then the line scripts and tests wait for.
+	if err := announceReady(mp, fmt.Sprintf("%s mounted at %s (%s)", source, mp, mode)); err != nil {
+		srv.Unmount()
+		srv.Wait()
+		return closeLog(l, err)
+	}
 	fmt.Fprintf(stderr, "logfs mount: ready: %s mounted at %s (%s); Ctrl-C or 'umount %s' unmounts\n", source, mp, mode, mp)
 
 	done := make(chan struct{})
@@ -294,9 +300,11 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 				fmt.Fprintf(stderr, "logfs mount: %s; still mounted: close what uses it and press Ctrl-C again\n", oneLine(err))
 				continue
 			}
+			announceStopping()
 			<-done
 			unmounted = true
 		case <-done: // umount from outside
+			announceStopping()
 			unmounted = true
 		}
 	}

@@ -121,7 +121,9 @@ func (m *meter) run() {
 			if m.term {
 				m.draw()
 			} else {
-				m.logger.Info(m.line())
+				line := m.line()
+				m.logger.Info(line)
+				announceStatus(line, 3*tick) // under systemd: more time to start
 			}
 		}
 	}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// The mount helper: mount(8) runs /sbin/mount.fuse.logfs for
+// `mount -t fuse.logfs DATA MOUNTPOINT -o …` and for fstab lines of type
+// fuse.logfs, as
+//
+//	mount.fuse.logfs DATA MOUNTPOINT [-sfnv] [-o OPTIONS] [-t TYPE]
+//
+// and waits for it to return once the file system is mounted. logfs
+// installed under that name (a symbolic link) starts `logfs mount --data
+// DATA -o OPTIONS MOUNTPOINT` in the background, in a session of its own,
+// and returns 0 once the mount answers, or the mount's own error line and
+// status if it fails. Once it is up the mount's log goes to the journal
+// when there is one (else nowhere); it runs until umount.
+
+// isMountHelper says whether the command was started under a mount
+// helper's name (mount.fuse.logfs, or any mount.* name).
+func isMountHelper(argv0 string) bool {
+	return strings.HasPrefix(filepath.Base(argv0), "mount.")
+}
+
+// helperArgs turns mount(8)'s arguments into logfs mount's. fake is -f:
+// do everything but mount.
+func helperArgs(args []string) (mountArgs []string, fake bool, err error) {
+	var pos, opts []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-o" || a == "-t" || a == "-N":
+			if i+1 >= len(args) {
+				return nil, false, fmt.Errorf("%s needs a value", a)
+			}
+			i++
+			switch a {
+			case "-o":
+				opts = append(opts, args[i])
+			case "-N":
+				return nil, false, errors.New("-N (mount in another namespace) is not supported")
+			}
+		case strings.HasPrefix(a, "-o") && len(a) > 2:
+			opts = append(opts, a[2:])
+		case strings.HasPrefix(a, "-") && len(a) > 1 && strings.Trim(a[1:], "sfnvi") == "":
+			fake = fake || strings.Contains(a, "f")
+		case strings.HasPrefix(a, "-"):
+			return nil, false, fmt.Errorf("unknown flag %s", a)
+		default:
+			pos = append(pos, a)
+		}
+	}
+	if len(pos) != 2 {
+		return nil, false, fmt.Errorf("want DATA and MOUNTPOINT, got %d argument(s)", len(pos))
+	}
+	mountArgs = []string{"mount", "--data", pos[0]}
+	for _, o := range opts {
+		mountArgs = append(mountArgs, "-o", o)
+	}
+	return append(mountArgs, pos[1]), fake, nil
+}
+
+// runMountHelper is main for the mount helper.
+func runMountHelper(name string, args []string, stderr io.Writer) int {
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(stderr, "%s: %s\n", filepath.Base(name), fmt.Sprintf(format, a...))
+		return code
+	}
+	margs, fake, err := helperArgs(args)
+	if err != nil {
+		return fail(exitUsage, "%v (usage: %s DATA MOUNTPOINT [-o OPTIONS])", err, filepath.Base(name))
+	}
+	if fake {
+		return exitOK
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fail(exitFailure, "find the logfs binary: %v", err)
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return fail(exitFailure, "%v", err)
+	}
+	cmd := exec.Command(self, margs...)
+	cmd.Args[0] = "logfs"
+	cmd.Env = append(os.Environ(), envReadyFD+"=3")
+	cmd.ExtraFiles = []*os.File{readyW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives the helper and its terminal
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		return fail(exitFailure, "%v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return fail(exitFailure, "start logfs mount: %v", err)
+	}
+	readyW.Close()
+	said := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(errPipe)
+		said <- string(b)
+	}()
+	line, _ := bufio.NewReader(readyR).ReadString('\n')
+	readyR.Close()
+	if line == "ready\n" {
+		cmd.Process.Release()
+		return exitOK
+	}
+	// The mount ended before it was ready: its error is on its stderr.
+	out := <-said
+	werr := cmd.Wait()
+	if out = strings.TrimSpace(out); out != "" {
+		fmt.Fprintln(stderr, out)
+	}
+	var ee *exec.ExitError
+	if errors.As(werr, &ee) && ee.ExitCode() > 0 {
+		return ee.ExitCode()
+	}
+	if out == "" {
+		return fail(exitFailure, "logfs mount ended before the mount was ready: %v", werr)
+	}
+	return exitFailure
+}
