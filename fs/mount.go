@@ -317,21 +317,82 @@ func checkMountpoint(dir string) (string, error) {
 // /proc/self/mountinfo (which also catches bind mounts of the same file
 // system, that comparing st_dev with the parent would miss).
 func isMountpoint(mp string) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := readMountinfo()
 	if err != nil {
 		return false, err
 	}
+	for _, m := range mounts {
+		if m.point == mp {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// mountinfo is one line of /proc/self/mountinfo.
+type mountinfo struct {
+	point, fstype, source string
+}
+
+func readMountinfo() ([]mountinfo, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
+	var out []mountinfo
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
 		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMountinfo(fields[4]) == mp {
-			return true, nil
+		if len(fields) < 5 {
+			continue
+		}
+		m := mountinfo{point: unescapeMountinfo(fields[4])}
+		for i, f := range fields {
+			if f == "-" && i+2 < len(fields) {
+				m.fstype, m.source = fields[i+1], unescapeMountinfo(fields[i+2])
+				break
+			}
+		}
+		out = append(out, m)
+	}
+	return out, sc.Err()
+}
+
+// InsideMount reports whether path, or where it would be created, lies in
+// a logfs mount: it returns the mount point and what the mount serves
+// (its source, "logfs:" and the data directory). A data directory there
+// would be made of the mount's own topics.
+func InsideMount(path string) (mountpoint, source string, ok bool) {
+	p, err := filepath.Abs(path)
+	if err != nil {
+		return "", "", false
+	}
+	for { // the nearest part of the path that exists
+		if _, err := os.Lstat(p); err == nil || filepath.Dir(p) == p {
+			break
+		}
+		p = filepath.Dir(p)
+	}
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		p = real
+	}
+	mounts, err := readMountinfo()
+	if err != nil {
+		return "", "", false
+	}
+	var best mountinfo
+	for _, m := range mounts {
+		if (p == m.point || strings.HasPrefix(p, strings.TrimSuffix(m.point, "/")+"/")) && len(m.point) >= len(best.point) {
+			best = m
 		}
 	}
-	return false, sc.Err()
+	if best.fstype != "fuse.logfs" {
+		return "", "", false
+	}
+	return best.point, best.source, true
 }
 
 // unescapeMountinfo undoes the octal escapes (\040 for a space) of

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -138,7 +139,13 @@ func (x *file) init(path string, base record.Offset, o Options, l *layout) error
 // create makes a new, empty, preallocated index, replacing any file at
 // path.
 func (x *file) create() error {
-	f, err := os.OpenFile(x.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	// An index takes the permission bits of its folder, without x, as
+	// every file storage creates in a data directory does.
+	dir, err := os.Stat(filepath.Dir(x.path))
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(x.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, dir.Mode().Perm()&^0o111)
 	if err != nil {
 		return err
 	}

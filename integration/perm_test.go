@@ -1,15 +1,9 @@
 package integration
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/logfs/logfs/fs"
+	"github.com/logfs/logfs/internal/testuser"
 	"github.com/logfs/logfs/storage"
 )
 
@@ -126,75 +121,12 @@ func TestSetattrRefused(t *testing.T) {
 	}
 }
 
-// otherUser creates a throwaway user (and a group of its own) for the
-// test, removed when it ends. It skips the test unless it runs as root
-// with useradd and setpriv.
-func otherUser(t *testing.T) *user.User {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("creating a second user needs root")
-	}
-	for _, tool := range []string{"useradd", "userdel", "setpriv"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s", tool)
-		}
-	}
-	var b [4]byte
-	_, err := rand.Read(b[:])
-	require.NoError(t, err)
-	name := "logfs-t" + hex.EncodeToString(b[:])
-	// Other tests on the machine may hold the lock of /etc/passwd a moment.
-	retry := func(args ...string) {
-		var out []byte
-		var err error
-		for range 50 {
-			if out, err = exec.Command(args[0], args[1:]...).CombinedOutput(); err == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-	}
-	retry("useradd", "--no-create-home", "--user-group", "--shell", "/bin/sh", name)
-	t.Cleanup(func() { retry("userdel", name) })
-	u, err := user.Lookup(name)
-	require.NoError(t, err)
-	return u
-}
-
-// as runs a bash script as user u (its own groups only) and returns its
-// combined output and error.
-func as(u *user.User, script string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "setpriv", "--reuid="+u.Uid, "--regid="+u.Gid, "--init-groups", "--",
-		"bash", "-c", script)
-	cmd.Dir = "/"
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
-// traversable lets every user through the directories above a mount
-// point that the test made (t.TempDir creates them 0700), so that what
-// another user is refused is refused by the mount.
-func traversable(t *testing.T, mnt string) {
-	t.Helper()
-	for d := filepath.Dir(mnt); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
-		st, err := os.Stat(d)
-		require.NoError(t, err)
-		require.NoError(t, os.Chmod(d, st.Mode().Perm()|0o011))
-	}
-}
-
 // TestOtherUsers runs commands as a second user against a mount by root:
 // refused everything without --allow-other, and with it exactly what the
 // modes the nodes show allow.
 func TestOtherUsers(t *testing.T) {
-	u := otherUser(t)
-	ugid, err := strconv.ParseUint(u.Gid, 10, 32)
-	require.NoError(t, err)
-	userGroup, rootGroup := uint32(ugid), uint32(0)
+	u := testuser.New(t)
+	userGroup, rootGroup := u.GID, uint32(0)
 
 	// What the user tries, each a script that succeeds when allowed.
 	actions := []struct {
@@ -228,17 +160,17 @@ func TestOtherUsers(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			l, _ := newLog(t, nil)
 			p := newPartition(t, l, "t", nil)
-			_, err = p.Append([]storage.Record{{Value: []byte("secret")}})
+			_, err := p.Append([]storage.Record{{Value: []byte("secret")}})
 			require.NoError(t, err)
 			mnt := mount(t, l, tc.o)
-			traversable(t, mnt)
+			testuser.Traversable(t, filepath.Dir(mnt), os.TempDir())
 			// The user can reach the mount point itself.
-			out, err := as(u, "stat "+q(filepath.Dir(mnt)))
+			out, err := u.Sh("stat " + q(filepath.Dir(mnt)))
 			require.NoError(t, err, out)
 			before := p.EndOffset()
 			for _, a := range actions {
 				allowed := tc.read && !a.write || tc.write && a.write
-				out, err := as(u, strings.ReplaceAll(a.script, "{M}", q(mnt)))
+				out, err := u.Sh(strings.ReplaceAll(a.script, "{M}", q(mnt)))
 				if allowed {
 					require.NoError(t, err, "%s: %s", a.name, out)
 					continue
@@ -258,7 +190,7 @@ func TestOtherUsers(t *testing.T) {
 	}
 }
 
-// TestOtherUsersCannotMkdirAs checks that a topic made through a shared
+// TestMkdirModeIgnored checks that a topic made through a shared
 // mount still belongs to the mount's owner, whatever mode mkdir asked for.
 func TestMkdirModeIgnored(t *testing.T) {
 	l, _ := newLog(t, nil)

@@ -61,6 +61,10 @@ var (
 	// record object of the documented shape.
 	ErrInvalidRecord = errors.New("logfs/storage: invalid JSON record")
 
+	// ErrNotDataDir is returned by a writable Open of a directory that
+	// holds files but nothing of a data directory (see Open).
+	ErrNotDataDir = errors.New("logfs/storage: not a data directory")
+
 	// ErrInvalidTimestamp is returned for a timestamp that cannot be parsed.
 	ErrInvalidTimestamp = errors.New("logfs/storage: invalid timestamp")
 )

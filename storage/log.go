@@ -69,7 +69,8 @@ type Options struct {
 type Log struct {
 	dir      string
 	opts     Options
-	fs       vfs.FS
+	fs       vfs.FS // modesFS over baseFS
+	baseFS   vfs.FS // Options.FS
 	logger   *slog.Logger
 	defaults Config
 	lock     io.Closer
@@ -100,10 +101,17 @@ type Log struct {
 // Open opens or creates the data directory dir. After an unclean shutdown it
 // recovers every partition first (see package recovery); after a clean one
 // it reads no log data and maps no index.
+//
+// A writable Open takes the directory for this process (another gets an
+// error wrapping vfs.ErrLocked), creates it owner-only if it is missing
+// (see modes.go), and refuses, with ErrNotDataDir, a directory that holds
+// files but no sign of being a data directory.
 func Open(dir string, o Options) (*Log, error) {
 	if o.FS == nil {
 		o.FS = vfs.Default
 	}
+	base := o.FS
+	o.FS = modesFS{o.FS} // see modes.go
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -119,7 +127,7 @@ func Open(dir string, o Options) (*Log, error) {
 	if o.RetentionCheckInterval == 0 {
 		o.RetentionCheckInterval = 5 * time.Minute
 	}
-	l := &Log{dir: dir, opts: o, fs: o.FS, logger: o.Logger, defaults: DefaultConfig().With(o.Defaults),
+	l := &Log{dir: dir, opts: o, fs: o.FS, baseFS: base, logger: o.Logger, defaults: DefaultConfig().With(o.Defaults),
 		topics: map[string]*Topic{}, stop: make(chan struct{}), kick: make(chan *Partition, 64),
 		pending: map[*delayedJob]struct{}{}}
 	if err := l.open(); err != nil {
@@ -144,12 +152,15 @@ func (l *Log) open() error {
 			return fmt.Errorf("%s: not a directory", l.dir)
 		}
 	} else {
-		if err := mkdirDurable(fs, l.dir); err != nil {
+		if err := mkdirDurable(l.baseFS, l.dir); err != nil {
 			return err
 		}
-		lock, err := fs.Lock(filepath.Join(l.dir, layout.LockFile))
+		if err := checkDataDir(fs, l.dir); err != nil {
+			return err
+		}
+		lock, err := l.lockDir()
 		if err != nil {
-			return fmt.Errorf("data directory %s is in use: %w", l.dir, err)
+			return err
 		}
 		l.lock = lock
 	}
@@ -250,10 +261,10 @@ func (l *Log) open() error {
 	return nil
 }
 
-// mkdirDurable creates dir and its missing parents and syncs the parent of
-// each folder it creates: a new directory is durable only once the entry
-// in its parent is, or a crash loses the data directory with everything
-// synced inside it.
+// mkdirDurable creates dir and its missing parents, owner-only (see
+// modes.go), and syncs the parent of each folder it creates: a new
+// directory is durable only once the entry in its parent is, or a crash
+// loses the data directory with everything synced inside it.
 func mkdirDurable(fs vfs.FS, dir string) error {
 	var missing []string
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
@@ -268,7 +279,7 @@ func mkdirDurable(fs vfs.FS, dir string) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, newDataDirPerm); err != nil {
 		return err
 	}
 	for i := len(missing) - 1; i >= 0; i-- {

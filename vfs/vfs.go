@@ -38,8 +38,11 @@ type FS interface {
 	// SyncDir makes the entries of a directory (creates, renames,
 	// removes) durable.
 	SyncDir(dir string) error
-	// Lock takes an exclusive advisory lock on a file, creating it, and
-	// fails at once with ErrLocked if another process holds it.
+	// Lock takes an exclusive advisory lock on a directory, or on a file
+	// (creating it), and fails at once with ErrLocked if another process
+	// holds it. A directory cannot be unlinked away while locked, as a
+	// lock file can; a file's lock also conflicts with the POSIX record
+	// lock a Kafka broker takes on its .lock.
 	Lock(name string) (io.Closer, error)
 }
 
@@ -92,16 +95,35 @@ func (osFS) SyncDir(dir string) error {
 }
 
 func (osFS) Lock(name string) (io.Closer, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	var f *os.File
+	var err error
+	if st, serr := os.Lstat(name); serr == nil && st.IsDir() {
+		f, err = os.OpenFile(name, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	} else {
+		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	locked := func(err error) error {
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s: %w", name, ErrLocked)
+		if errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			return fmt.Errorf("%s: %w", name, ErrLocked)
 		}
-		return nil, fmt.Errorf("lock %s: %w", name, err)
+		return fmt.Errorf("lock %s: %w", name, err)
+	}
+	// flock: what logfs processes take, on the directory and on .lock.
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil, locked(err)
+	}
+	if st, err := f.Stat(); err == nil && !st.IsDir() {
+		// An open-file-description lock on the whole file: it conflicts
+		// with the fcntl lock Java's FileChannel.tryLock takes (a Kafka
+		// broker's on its .lock), which flock does not see on Linux.
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
+		if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+			return nil, locked(err)
+		}
 	}
 	return f, nil
 }

@@ -7,11 +7,14 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/user"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
+	mountfs "github.com/logfs/logfs/fs"
 	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/storage"
 	"github.com/logfs/logfs/vfs"
@@ -53,6 +56,9 @@ func newLogger(w io.Writer, level slog.Level, debug, withTime bool) *slog.Logger
 // directory to exist. A writable open creates it and fails while another
 // process has it open for writing.
 func openLog(dir string, o storage.Options) (*storage.Log, error) {
+	if mp, source, ok := mountfs.InsideMount(dir); ok {
+		return nil, fmt.Errorf("data directory %s is inside the logfs mount at %s (of %s): give a directory outside any mount, such as the one that mount serves", dir, mp, strings.TrimPrefix(source, "logfs:"))
+	}
 	if o.ReadOnly {
 		if err := checkDataDirExists(dir); err != nil {
 			return nil, err
@@ -67,10 +73,14 @@ func openLog(dir string, o storage.Options) (*storage.Log, error) {
 		o.RetentionCheckInterval = -1
 	}
 	l, err := storage.Open(dir, o)
-	if errors.Is(err, vfs.ErrLocked) {
-		return nil, fmt.Errorf("data directory %s is in use by another process (a running logfs mount?): write through the mount or stop it first", dir)
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, vfs.ErrLocked):
+		return nil, fmt.Errorf("%v: write through the mount or stop it first", err)
+	case errors.Is(err, storage.ErrNotDataDir):
+		return nil, errors.New(strings.TrimPrefix(err.Error(), storage.ErrNotDataDir.Error()+": "))
+	case errors.Is(err, fs.ErrPermission):
+		return nil, permissionError(dir, o.ReadOnly)
+	case err != nil:
 		return nil, fmt.Errorf("open data directory %s: %w", dir, err)
 	}
 	return l, nil
@@ -88,6 +98,25 @@ func checkDataDirExists(dir string) error {
 		return fmt.Errorf("data directory %s is not a directory", dir)
 	}
 	return nil
+}
+
+// permissionError says who may open dir, which this user may not.
+func permissionError(dir string, readOnly bool) error {
+	need := "write to"
+	if readOnly {
+		need = "read"
+	}
+	owner := ""
+	if st, err := os.Stat(dir); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			name := strconv.FormatUint(uint64(sys.Uid), 10)
+			if u, err := user.LookupId(name); err == nil {
+				name = u.Username
+			}
+			owner = fmt.Sprintf(" (it belongs to %s, mode %v)", name, st.Mode())
+		}
+	}
+	return fmt.Errorf("data directory %s: permission denied: you may not %s it%s; run as its owner, or have it shared with you (README: Security)", dir, need, owner)
 }
 
 // closeLog closes l and joins its error to err: a failed close must fail

@@ -90,8 +90,8 @@ func TestTopicDataDirInUse(t *testing.T) {
 	l, err := storage.Open(filepath.Join(dir, "logfs-data"), storage.Options{})
 	require.NoError(t, err)
 	defer l.Close()
-	fails(t, dir, exitFailure, "is in use by another process", "topic", "create", "other")
-	fails(t, dir, exitFailure, "is in use by another process", "topic", "delete", "orders")
+	fails(t, dir, exitFailure, "is in use: another logfs process (a running mount?) has it open for writing: write through the mount or stop it first", "topic", "create", "other")
+	fails(t, dir, exitFailure, "is in use: another logfs process (a running mount?) has it open for writing: write through the mount or stop it first", "topic", "delete", "orders")
 	require.Equal(t, "orders\n", ok(t, dir, "", "topic", "list"))
 	require.Contains(t, ok(t, dir, "", "topic", "describe", "orders"), "partition 0")
 }
