@@ -173,11 +173,15 @@ type jsonHeader struct {
 	Value jsonBytes `json:"value"`
 }
 
-// ParseJSONRecord parses one line of append.jsonl: an object with any of
-// "key", "value", "headers" and "timestamp", in the JSONL rendering's shape.
+// ParseJSONRecord parses one line of append.jsonl: an object with "value"
+// and any of "key", "headers" and "timestamp", in the JSONL rendering's
+// shape; the text must be UTF-8 without lone surrogates (checkJSONLine).
 // "offset" is accepted and ignored, so a consumed line can be appended back.
 // Headers may also be given as an object {"name": value, …}.
 func ParseJSONRecord(line []byte) (Record, error) {
+	if err := checkJSONLine(line); err != nil {
+		return Record{}, err
+	}
 	var obj struct {
 		Offset    *int64          `json:"offset"`
 		Timestamp json.RawMessage `json:"timestamp"`
@@ -204,6 +208,9 @@ func ParseJSONRecord(line []byte) (Record, error) {
 		return Record{}, fmt.Errorf("%w: headers: %v", ErrInvalidRecord, err)
 	}
 	r.Headers = hs
+	if !obj.Value.set {
+		return Record{}, fmt.Errorf("%w: %v", ErrInvalidRecord, errNoValue)
+	}
 	return r, nil
 }
 

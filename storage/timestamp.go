@@ -34,9 +34,28 @@ func ParseTimestamp(s string) (int64, error) {
 	if len(s) == len(time.DateOnly) {
 		layout = time.DateOnly // parsed as UTC
 	}
-	t, err := time.Parse(layout, s)
+	// RFC 3339 allows a lower-case t and z; Go's parser does not.
+	t, err := time.Parse(layout, strings.ToUpper(s))
+	if err == nil && layout == time.RFC3339Nano {
+		err = checkZoneOffset(s)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: %q: want unix seconds, unix milliseconds, RFC 3339 (2024-10-10T12:00:00Z) or a date (2024-10-10)", ErrInvalidTimestamp, s)
 	}
 	return t.UnixMilli(), nil
+}
+
+// checkZoneOffset refuses the offsets Go's parser lets through and RFC 3339
+// does not: an hour over 23 (+24:00) or a minute over 59 (+12:60).
+func checkZoneOffset(s string) error {
+	if strings.HasSuffix(s, "Z") || strings.HasSuffix(s, "z") || len(s) < 6 {
+		return nil
+	}
+	off := s[len(s)-6:] // ±hh:mm, as the layout requires
+	h, herr := strconv.Atoi(off[1:3])
+	m, merr := strconv.Atoi(off[4:6])
+	if herr != nil || merr != nil || h > 23 || m > 59 {
+		return fmt.Errorf("zone offset %s out of range", off)
+	}
+	return nil
 }
