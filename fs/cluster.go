@@ -128,7 +128,7 @@ func (ps *partState) offsets(ctx context.Context) (start, end record.Offset, err
 	if c := ps.f.c; c != nil {
 		return c.Offsets(ctx, ps.p)
 	}
-	return ps.p.StartOffset(), ps.p.EndOffset(), nil
+	return ps.p.StartOffset(), ps.p.LatestOffset(), nil // the LSO under read_committed, as on a cluster
 }
 
 func (ps *partState) offsetForTime(ctx context.Context, ts int64) (record.Offset, error) {

@@ -393,6 +393,16 @@ func (p *Partition) LastStableOffset() record.Offset {
 	return p.EndOffset()
 }
 
+// LatestOffset is the end of the partition for the log's Views: the last
+// stable offset in ReadCommitted, the log end offset in ReadUncommitted.
+// It is a consumer's "latest", and where a view from the start ends.
+func (p *Partition) LatestOffset() record.Offset {
+	if p.topic.log.opts.Isolation == ReadUncommitted {
+		return p.EndOffset()
+	}
+	return p.LastStableOffset()
+}
+
 // stableEnd returns how much of s, whose log holds size bytes, a
 // ReadCommitted view shows: the position of the batch at the last stable
 // offset when it lies in s, nothing when it lies before s, else size.

@@ -40,7 +40,7 @@ func addClusterFlags(cmd *cobra.Command, c *clusterArgs, copyBudget bool) {
 	f.StringArrayVar(&c.bootstrap, "bootstrap-server", nil, "a Kafka cluster instead of a data directory: `HOST:PORT[,HOST:PORT…]` (then --data is where the local copy lives)")
 	f.StringVar(&c.commandConfig, "command-config", "", "Kafka client properties `FILE` (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location …), as Kafka's tools take it")
 	f.StringArrayVarP(&c.props, "property", "X", nil, "one Kafka client property `name=value` (repeatable; overrides --command-config)")
-	f.StringVar(&c.isolation, "isolation-level", "read_committed", "with --bootstrap-server: read_committed (records of committed transactions only, as kcat shows) or read_uncommitted")
+	f.StringVar(&c.isolation, "isolation-level", "read_committed", "read_committed (records of committed transactions only, up to the last stable offset, as kcat shows) or read_uncommitted (aborted and open ones too)")
 	if copyBudget {
 		f.StringVar(&c.copyBytes, "copy-bytes", "", "with --bootstrap-server: byte budget of the local copy (4g by default; k, m, g suffixes)")
 	}

@@ -176,7 +176,11 @@ func checkPartitionExists(stderr io.Writer, c consumeArgs) error {
 // when next is -1, from where c says) to the end, and returns the offset
 // after them.
 func consumeOnce(out io.Writer, stderr io.Writer, c consumeArgs, next record.Offset) (record.Offset, error) {
-	l, err := openLog(c.dir, storage.Options{ReadOnly: true, Logger: newLogger(stderr, slog.LevelError, c.debug, false)})
+	iso, err := c.cluster.localIsolation()
+	if err != nil {
+		return 0, err
+	}
+	l, err := openLog(c.dir, storage.Options{ReadOnly: true, Isolation: iso, Logger: newLogger(stderr, slog.LevelError, c.debug, false)})
 	if err != nil {
 		return 0, err
 	}
@@ -189,7 +193,9 @@ func printRecords(out io.Writer, stderr io.Writer, l *storage.Log, c consumeArgs
 	if err != nil {
 		return 0, err
 	}
-	start, end := p.StartOffset(), p.EndOffset()
+	// In read_committed the view ends at the last stable offset: the next
+	// round goes on from there.
+	start, end := p.StartOffset(), p.LatestOffset()
 	switch {
 	case next < 0:
 		if next, err = startOffset(p, c); err != nil {
@@ -219,13 +225,14 @@ func printRecords(out io.Writer, stderr io.Writer, l *storage.Log, c consumeArgs
 			return 0, fmt.Errorf("read %s: %w", p, err)
 		}
 	}
-	// A read-only log does not grow: the view ended at the end offset.
-	return end, nil
+	// A read-only log does not grow: the view ended at the end offset (or
+	// printed nothing, from a next past it).
+	return max(end, next), nil
 }
 
 // startOffset resolves --offset or --time.
 func startOffset(p *storage.Partition, c consumeArgs) (record.Offset, error) {
-	start, end := p.StartOffset(), p.EndOffset()
+	start, end := p.StartOffset(), p.LatestOffset()
 	switch c.offset {
 	case "earliest":
 		return start, nil

@@ -244,8 +244,10 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 		}
 		l, source = cl.Log(), "kafka://"+strings.Join(cl.Brokers(), ",")
 		closeLog = func(_ *storage.Log, err error) error { return errors.Join(err, cl.Close()) }
+	} else if iso, err := m.cluster.localIsolation(); err != nil {
+		return err
 	} else if l, err = openLog(m.dir, storage.Options{ReadOnly: m.readOnly, Defaults: defaults, Logger: logger,
-		RetentionCheckInterval: m.retentionCheck}); err != nil {
+		RetentionCheckInterval: m.retentionCheck, Isolation: iso}); err != nil {
 		return err
 	}
 	if _, err := os.Stat(mountpoint); errors.Is(err, fs.ErrNotExist) {
