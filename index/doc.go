@@ -92,22 +92,38 @@
 // were all an untrimmed or otherwise wrong file that was believed: zero
 // entries taken for real ones, a last timestamp of 0 taken for the
 // segment's newest, a full-looking index overrun at the next append. Here
-// every file is validated when it is first mapped, on every open path, in
-// one pass over the entries with no allocation, and Check runs the same
-// rules again. The file is corrupt when:
+// the rules are written once, in check.go, and every file is judged by
+// them wherever it is used.
+//
+// The structural rules run over the entries alone when a file is first
+// mapped, on every open path, in one pass with no allocation, and Check
+// runs them again. A tail of all-zero entries ends the entries (an
+// untrimmed, preallocated file, as Kafka's active segment leaves it: the
+// zeros are never taken for entries). The file is corrupt when:
 //
 //   - its length is not a multiple of the entry size;
+//   - an all-zero entry is followed by one that is not;
 //   - a relative offset is outside [0, MaxInt32];
-//   - offset index: an entry is all zeros, or has position 0 (the signature
-//     of a preallocated tail: Kafka never indexes position 0); relative
-//     offsets or positions do not strictly increase; a position is at or past
-//     the end of the log (Options.LogSize, when known: positions point at
-//     batch starts, so even a position equal to the size is out);
+//   - offset index: an entry has position 0 (Kafka never indexes position
+//     0); relative offsets or positions do not strictly increase; a
+//     position is at or past the end of the log (Options.LogSize, when
+//     known: positions point at batch starts, so even a position equal to
+//     the size is out);
 //   - time index: a timestamp is negative (Kafka appends only timestamps
-//     above -1), or timestamps do not strictly increase (so a tail of
-//     zeros after real timestamps, the KAFKA-10207 and KAFKA-19200 shape,
-//     is corrupt, as is an all-zero file of more than one entry), or
-//     offsets decrease.
+//     above -1), timestamps do not strictly increase, or offsets decrease.
+//
+// The rule against the log (Verifier) is the one every Kafka writer since
+// 0.10.1 keeps, and logfs's own: an offset entry (K, P) points at the start
+// of a batch B with base(B) <= K <= the last offset before the next entry's
+// position (Kafka 0.10-1.1 key an entry by the first offset of an append,
+// 2.0-3.9 by its largest, 4.0 by each batch's last); a time entry (T, O)
+// holds the largest timestamp up to O, first reached at or after where a
+// lookup of O starts; a sealed segment's time index ends with the
+// segment's largest timestamp. Storage's Check, `logfs dump --verify` and
+// recovery run it over every entry; storage runs it over the last entries
+// when it first uses a segment's indexes; lookups check the entry they use
+// against the batches they walk (CheckEntryStart, TimeEntryScan). Files
+// that keep the rule are used and never rewritten.
 //
 // A corrupt index reports a *CorruptError, which unwraps to ErrCorrupt,
 // from every call that reads it (a writable Open returns it). Indexes are

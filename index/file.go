@@ -52,9 +52,10 @@ type layout struct {
 	entrySize int // bytes per entry
 	relAt     int // where the relative offset sits inside an entry
 	reserve   int // slots that ordinary appends may not use (time index: 1)
-	// check runs the validation rules over whole entries and returns the
-	// broken rule, or "".
-	check func(data []byte, logSize int64) string
+	// check runs the validation rules over whole entries and returns how
+	// many entries there are (a zero tail ends them) and the broken rule,
+	// or "".
+	check func(data []byte, logSize int64) (int, string)
 }
 
 // mapMode is what remap leaves behind.
@@ -257,10 +258,11 @@ func (x *file) firstMap() error {
 	}
 	es := int64(x.entrySize)
 	var rule string
+	var n int
 	if x.size%es != 0 {
 		rule = fmt.Sprintf("%s: %d bytes, entries are %d", ruleLength, x.size, es)
 	} else {
-		rule = x.check(x.data, x.logSize.Load())
+		n, rule = x.check(x.data, x.logSize.Load())
 	}
 	if rule != "" {
 		x.err = x.corrupt(rule)
@@ -268,7 +270,7 @@ func (x *file) firstMap() error {
 			return err
 		}
 	} else {
-		x.entries.Store(x.size / es)
+		x.entries.Store(int64(n))
 	}
 	x.loaded.Store(true)
 	return nil
@@ -428,7 +430,7 @@ func (x *file) peekLast(buf []byte) (n int, err error, ok bool) {
 	if _, err := f.ReadAt(buf[:es], st.Size()-es); err != nil {
 		return 0, err, true
 	}
-	if n > 1 && allZero(buf[:es]) || be.Uint32(buf[x.relAt:]) > math.MaxInt32 {
+	if allZero(buf[:es]) || be.Uint32(buf[x.relAt:]) > math.MaxInt32 {
 		return 0, nil, false // zero padding or a bad entry: the full rules
 	}
 	return n, nil, true
@@ -493,7 +495,7 @@ func (x *file) checkWith(logSize int64) error {
 	}
 	defer x.mu.RUnlock()
 	n := int(x.entries.Load())
-	if rule := x.check(x.data[:n*x.entrySize], logSize); rule != "" {
+	if _, rule := x.check(x.data[:n*x.entrySize], logSize); rule != "" {
 		return x.corrupt(rule)
 	}
 	return nil
