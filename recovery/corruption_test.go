@@ -59,6 +59,9 @@ type corruptWant struct {
 	// sameFiles must hold their original bytes once loading and a Check
 	// are done: index files that were rebuilt.
 	sameFiles []string
+	// keptFiles must hold the bytes the damage left: index files that are
+	// valid as they are (a zero tail ends the entries) and never rewritten.
+	keptFiles []string
 	// custom replaces the read-back check for damage that moves records.
 	custom func(t *testing.T, b *built, p *storage.Partition)
 }
@@ -356,25 +359,35 @@ func corruptionCases(ref *built) map[string]corruptCase {
 				},
 			}
 			cases[fmt.Sprintf("segment 0 %s zero-padded as if untrimmed (%v)", suffix, sd)] = corruptCase{
+				// A zero tail ends the entries, as Kafka's untrimmed
+				// active segment leaves them: valid, used, kept.
 				shutdown: sd,
 				damage:   func(t *testing.T, b *built) { appendBytes(t, seg0(b), make([]byte, entry*100)) },
 				want: func(b *built) corruptWant {
 					w := intact(b)
-					w.sameFiles = []string{seg0(b)} // rebuilt on first use
+					w.keptFiles = []string{seg0(b)}
 					return w
 				},
 			}
-			cases[fmt.Sprintf("segment 0 %s zeroed (%v)", suffix, sd)] = corruptCase{
+			zeroed := corruptCase{
 				shutdown: sd,
 				damage: func(t *testing.T, b *built) {
 					writeFile(t, seg0(b), make([]byte, len(readFile(t, seg0(b)))))
 				},
 				want: func(b *built) corruptWant {
 					w := intact(b)
-					w.sameFiles = []string{seg0(b)} // rebuilt on first use
+					if suffix == layout.IndexSuffix {
+						// An empty offset index, valid and sparser.
+						w.keptFiles = []string{seg0(b)}
+					} else {
+						// A sealed segment's time index ends with its
+						// largest timestamp: rebuilt on first use.
+						w.sameFiles = []string{seg0(b)}
+					}
 					return w
 				},
 			}
+			cases[fmt.Sprintf("segment 0 %s zeroed (%v)", suffix, sd)] = zeroed
 		}
 		cases[fmt.Sprintf("segment 0 %s lost its last entry (clean)", suffix)] = corruptCase{
 			// Whole entries dropped leave a valid, sparser index: kept.
@@ -574,6 +587,9 @@ func TestCorruption(t *testing.T) {
 				orig[p] = readFile(t, p)
 			}
 			c.damage(t, b)
+			for _, p := range c.want(b).keptFiles {
+				orig[p+" damaged"] = readFile(t, p)
+			}
 			switch c.shutdown {
 			case unclean:
 				removeMarker(t, b.data)
@@ -699,6 +715,9 @@ func checkCorruptionOutcome(t *testing.T, b *built, sd shutdown, w corruptWant, 
 		require.NoError(t, l.Check())
 		for _, f := range w.sameFiles {
 			require.Equal(t, orig[f], readFile(t, f), "%s rebuilt byte for byte", filepath.Base(f))
+		}
+		for _, f := range w.keptFiles {
+			require.Equal(t, orig[f+" damaged"], readFile(t, f), "%s is valid and left as it is", filepath.Base(f))
 		}
 	} else {
 		require.Error(t, l.Check(), "Check reports the corruption left in place")

@@ -43,7 +43,9 @@
 //     later segment is dropped first; both indexes are rebuilt with Kafka's
 //     rules (an entry when more than index.interval.bytes lie since the
 //     last, keyed by the batch's last offset at its start) and the time
-//     index ends with the segment's max timestamp. Index files are written
+//     index ends with the segment's max timestamp, unless the files there
+//     keep the rule of index.Verifier against every batch and nothing was
+//     cut: then they are kept as they are (a read-only load uses them). Index files are written
 //     as *.tmp and renamed into place. Scans run up to four segments ahead
 //     of the decisions, which are taken in order.
 //  3. A gap between two scanned segments is a hole when any offset in it
@@ -106,14 +108,21 @@
 //	                                                          reads reaching it fail; Force cuts it
 //	.index or .timeindex removed                 any        rebuilt at load, byte for byte
 //	.index or .timeindex cut mid-entry,          any        rebuilt on first use, byte for byte (on a
-//	  zero-padded (untrimmed), zeroed                         read-only log: indexed in memory)
-//	whole entries lost from an index's end       clean      kept: a valid, sparser index (a lost final
-//	                                                          time entry understates the segment's max
-//	                                                          timestamp until a forced recovery)
-//	last entry not matching the log (e.g. a      any        rebuilt on first use
-//	  single time entry zeroed to (0, base))
-//	active segment's indexes garbage or          any        rebuilt when it is scanned or opened for
-//	  untrimmed                                               writing; appends never fail on them
+//	  .timeindex zeroed                                       read-only log: indexed in memory)
+//	.index or .timeindex zero-padded             any        kept: a zero tail ends the entries, as in
+//	  (untrimmed), .index zeroed                              Kafka's active segment (a zeroed .index is
+//	                                                          valid and empty)
+//	whole entries lost from a .index's end       clean      kept: a valid, sparser index
+//	whole entries lost from a .timeindex's end   clean      rebuilt on first use: a sealed segment's
+//	                                                          time index ends with its max timestamp
+//	last entry breaking the rule against the     any        rebuilt on first use
+//	  log (e.g. a single time entry zeroed to
+//	  (0, base)), an entry a lookup proves wrong
+//	index files of a scanned segment             unclean    kept when they keep the rule against
+//	                                                          every batch (Kafka's included), else
+//	                                                          rebuilt
+//	active segment's indexes garbage             any        rebuilt when it is scanned or opened for
+//	                                                          writing; appends never fail on them
 //	*.deleted, *.cleaned, *.tmp files            any        removed
 //	*.swap (completed or interrupted swap)       any        swap completed: replaced segments removed,
 //	                                                          suffix dropped, missing indexes rebuilt

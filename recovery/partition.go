@@ -258,7 +258,7 @@ func (l *loader) recoverSegments(files *segmentFiles, bases []record.Offset) err
 		l.dirty = l.dirty || !o.ReadOnly // new index files
 		l.rep.ScannedSegments++
 		l.rep.ScannedBytes += int64(f.size)
-		l.st.Segments = append(l.st.Segments, Segment{Base: base, Size: res.ValidBytes, Recovered: true, IndexMissing: o.ReadOnly})
+		l.st.Segments = append(l.st.Segments, Segment{Base: base, Size: res.ValidBytes, Recovered: true, IndexMissing: o.ReadOnly && !res.IndexesKept})
 		l.st.NextOffset = res.NextOffset
 		if res.Truncated > 0 {
 			return nil // dropLater removed the rest

@@ -45,6 +45,10 @@ type SegmentResult struct {
 	// Reason says why the scan stopped before the end of the file (a
 	// *record.CorruptError naming the file and position), or is nil.
 	Reason error
+	// IndexesKept says the segment's index files kept the rule against
+	// every batch (index.Verifier, as a sealed segment's) and were left as
+	// they are; on a read-only recovery, that they may be used.
+	IndexesKept bool
 }
 
 // RecoverSegment is Kafka's LogSegment.recover: it walks the batches of a
@@ -87,7 +91,11 @@ type pendingSegment struct {
 	readOnly bool
 	f        vfs.File
 	b        *indexBuilder // nil when read-only
-	res      SegmentResult
+	// verify checks the segment's index files as they are against the
+	// batches scanned (nil when they are missing or break a structural
+	// rule): files that keep the rule are kept.
+	verify *index.Verifier
+	res    SegmentResult
 }
 
 // scanPending opens a segment's .log, walks its batches into res and an
@@ -119,7 +127,10 @@ func scanPending(fs vfs.FS, dir string, base record.Offset, cfg IndexConfig, rea
 			return fail(err)
 		}
 	}
-	if err := scanSegment(p.f, logPath, base, p.res.Size, false, p.b, &p.res); err != nil {
+	if p.verify, err = existingIndexes(fs, dir, base, p.res.Size); err != nil {
+		return fail(err)
+	}
+	if err := scanSegment(p.f, logPath, base, p.res.Size, false, p.b, p.verify, &p.res); err != nil {
 		return fail(err)
 	}
 	if err := refuseLegacy(p.f, logPath, &p.res); err != nil {
@@ -155,12 +166,51 @@ func (p *pendingSegment) commit(beforeCut func(*SegmentResult) error) (SegmentRe
 			}
 		}
 	}
+	res.IndexesKept = res.Truncated == 0 && p.verify != nil && len(p.verify.Finish(true, 1)) == 0
 	if p.b != nil {
+		if res.IndexesKept {
+			// The files on disk keep the rule against every batch: they
+			// are left as they are, as Kafka's valid files must be.
+			p.b.abort()
+			p.b = nil
+			return *res, nil
+		}
 		if err := p.b.finish(); err != nil {
 			return *res, err
 		}
 	}
 	return *res, nil
+}
+
+// existingIndexes returns a verifier of a segment's index files as they
+// are, or nil when either is missing or breaks a structural rule: those
+// are rebuilt in any case.
+func existingIndexes(fs vfs.FS, dir string, base record.Offset, size record.Position) (*index.Verifier, error) {
+	offPath := layout.SegmentPath(dir, base, layout.IndexSuffix)
+	timePath := layout.SegmentPath(dir, base, layout.TimeIndexSuffix)
+	offData, err := vfs.ReadFile(fs, offPath)
+	if err != nil {
+		if isNotExist(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	timeData, err := vfs.ReadFile(fs, timePath)
+	if err != nil {
+		if isNotExist(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	off, err := index.DecodeOffsetEntries(offPath, offData, base, size)
+	if err != nil {
+		return nil, nil
+	}
+	tim, err := index.DecodeTimeEntries(timePath, timeData, base, off)
+	if err != nil {
+		return nil, nil
+	}
+	return index.NewVerifier(offPath, off, timePath, tim, 0), nil
 }
 
 // close releases the file and removes the *.tmp indexes that commit did
@@ -197,16 +247,17 @@ func RebuildIndexes(fs vfs.FS, dir string, base record.Offset, size record.Posit
 		return res, err
 	}
 	defer b.abort()
-	if err := scanSegment(f, logPath, base, size, true, b, &res); err != nil {
+	if err := scanSegment(f, logPath, base, size, true, b, nil, &res); err != nil {
 		return res, err
 	}
 	return res, b.finish()
 }
 
 // scanSegment walks the batches of [0, size) into res and, if b is not
-// nil, into the index builder. It stops at the first invalid batch and
-// records why in res.Reason; only I/O errors are returned.
-func scanSegment(f vfs.File, logPath string, base record.Offset, size record.Position, headersOnly bool, b *indexBuilder, res *SegmentResult) error {
+// nil, into the index builder, and if verify is not nil, into it. It stops
+// at the first invalid batch and records why in res.Reason; only I/O
+// errors are returned.
+func scanSegment(f vfs.File, logPath string, base record.Offset, size record.Position, headersOnly bool, b *indexBuilder, verify *index.Verifier, res *SegmentResult) error {
 	sc := record.NewScanner(f, 0, size, record.ScanOptions{HeadersOnly: headersOnly, ReadAhead: scanReadAhead})
 	next := base
 	for sc.Next() {
@@ -219,6 +270,9 @@ func scanSegment(f vfs.File, logPath string, base record.Offset, size record.Pos
 			if err := b.add(batch); err != nil {
 				return err
 			}
+		}
+		if verify != nil {
+			verify.Batch(index.BatchOf(&batch.BatchHeader, batch.Pos))
 		}
 		res.Batches++
 		res.ValidBytes = sc.Pos()

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 
+	"github.com/logfs/logfs/index"
 	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/vfs"
 )
 
 // ErrCheck is wrapped by every inconsistency Check reports.
@@ -33,9 +36,8 @@ func (l *Log) CheckProgress(progress func(bytes int64)) error {
 // Check reads the whole partition and verifies its invariants: segments in
 // base-offset order; every batch valid (CRC, records decode) with offsets
 // increasing across batches and segments, none below its segment's base;
-// every offset-index entry keyed by the last offset of the batch at its
-// position; every time-index entry naming a batch whose max timestamp it
-// holds, timestamps increasing; view indexes agreeing with the rendering;
+// both indexes under the rule of index.Verifier (the one Kafka's writers of
+// every version keep); view indexes agreeing with the rendering;
 // the log end offset right after the last batch. It is meant for tests and
 // `logfs check`, and costs a read of every byte.
 func (p *Partition) Check() error { return p.check(nil) }
@@ -57,7 +59,17 @@ func (p *Partition) check(progress func(bytes int64)) error {
 		if s.base < next {
 			fail("segment %d starts below the previous segment's end %d", s.base, next)
 		}
-		segNext, err := s.check(fail)
+		var segNext record.Offset
+		var err error
+		if i == len(segs)-1 {
+			// The active segment: no append meanwhile, and whether its
+			// time index has its final entry is the appender's state.
+			p.mu.Lock()
+			segNext, err = s.check(fail, !s.writable)
+			p.mu.Unlock()
+		} else {
+			segNext, err = s.check(fail, true)
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -81,11 +93,11 @@ func (p *Partition) check(progress func(bytes int64)) error {
 }
 
 // check verifies one segment and returns the offset after its last batch
-// (0 when it has none).
-func (s *segment) check(fail func(string, ...any)) (record.Offset, error) {
+// (0 when it has none). sealed says its time index has its final entry:
+// every segment but an active one that took appends since it was opened.
+func (s *segment) check(fail func(string, ...any), sealed bool) (record.Offset, error) {
 	size := record.Position(s.size.Load())
-	lastAt := map[record.Position]record.Offset{}
-	maxAt := map[record.Offset]int64{}
+	verify := s.indexVerifier(fail, size)
 	var dec record.Decoder
 	next := s.base
 	batches := 0
@@ -98,8 +110,9 @@ func (s *segment) check(fail func(string, ...any)) (record.Offset, error) {
 		if b.BaseOffset < next {
 			fail("%s: batch at %d has base offset %d, below %d", s.logPath(), b.Pos, b.BaseOffset, next)
 		}
-		lastAt[b.Pos] = b.LastOffset()
-		maxAt[b.LastOffset()] = b.MaxTimestamp
+		if verify != nil {
+			verify.Batch(index.BatchOf(&b.BatchHeader, b.Pos))
+		}
 		it, err := dec.Records(b)
 		if err != nil {
 			return 0, record.WithFile(err, s.logPath())
@@ -125,9 +138,19 @@ func (s *segment) check(fail func(string, ...any)) (record.Offset, error) {
 		next = b.NextOffset()
 	}
 	if err := sc.Err(); err != nil {
+		if verify != nil {
+			verify.Stop()
+			for _, err := range verify.Finish(sealed, maxIndexProblems) {
+				fail("%v", err)
+			}
+		}
 		return 0, record.WithFile(err, s.logPath())
 	}
-	s.checkIndexes(fail, lastAt, maxAt)
+	if verify != nil {
+		for _, err := range verify.Finish(sealed, maxIndexProblems) {
+			fail("%v", err)
+		}
+	}
 	for f := Format(0); f < numFormats; f++ {
 		s.views.mu.Lock()
 		v := s.views.byFormat[f]
@@ -148,42 +171,44 @@ func (s *segment) check(fail func(string, ...any)) (record.Offset, error) {
 	return next, nil
 }
 
-func (s *segment) checkIndexes(fail func(string, ...any), lastAt map[record.Position]record.Offset, maxAt map[record.Offset]int64) {
+// maxIndexProblems bounds how many entries at fault Check lists per
+// segment.
+const maxIndexProblems = 10
+
+// indexVerifier reads the segment's index files as they are on disk (after
+// the repair a reader would make, on a writable log) and returns a
+// verifier of them against the log, or nil when the segment has none or
+// they break a structural rule, which it reports.
+func (s *segment) indexVerifier(fail func(string, ...any), size record.Position) *index.Verifier {
 	s.repairIndexesForCheck()
-	s.idxMu.RLock()
-	defer s.idxMu.RUnlock()
-	if s.offIdx != nil {
-		if err := s.offIdx.Check(); err != nil {
-			fail("%v", err)
-			return
-		}
-		n, _ := s.offIdx.Entries()
-		for i := 0; i < n; i++ {
-			off, pos, err := s.offIdx.Entry(i)
-			if err != nil {
-				fail("%v", err)
-				return
-			}
-			if last, ok := lastAt[pos]; !ok || last != off {
-				fail("%s: offset index entry %d (%d at %d) does not match the batch there", s.indexPath(), i, off, pos)
-			}
-		}
+	offData, err := vfs.ReadFile(s.fs, s.indexPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // indexed in memory; a writable open rebuilds it
 	}
-	if s.timeIdx != nil {
-		if err := s.timeIdx.Check(); err != nil {
-			fail("%v", err)
-			return
-		}
-		n, _ := s.timeIdx.Entries()
-		for i := 0; i < n; i++ {
-			ts, off, err := s.timeIdx.Entry(i)
-			if err != nil {
-				fail("%v", err)
-				return
-			}
-			if mt, ok := maxAt[off]; !ok || mt != ts {
-				fail("%s: time index entry %d (%d, %d) does not name a batch with that max timestamp", s.timeIndexPath(), i, ts, off)
-			}
-		}
+	if err != nil {
+		fail("%v", err)
+		return nil
 	}
+	timeData, err := vfs.ReadFile(s.fs, s.timeIndexPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		fail("%v", err)
+		return nil
+	}
+	off, err := index.DecodeOffsetEntries(s.indexPath(), offData, s.base, size)
+	if err != nil {
+		fail("%v", err)
+		off = nil
+	}
+	tim, err := index.DecodeTimeEntries(s.timeIndexPath(), timeData, s.base, off)
+	if err != nil {
+		fail("%v", err)
+		return nil
+	}
+	if off == nil && len(offData) > 0 {
+		return nil
+	}
+	return index.NewVerifier(s.indexPath(), off, s.timeIndexPath(), tim, 0)
 }

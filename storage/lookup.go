@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -71,7 +73,7 @@ func (s *segment) indexLookup(target record.Offset) (index.Span, error) {
 		if !indexUnusable(err) {
 			return index.Span{}, err
 		}
-		if try > 0 || !s.indexBroken(err) {
+		if try > 0 || !s.indexBroken(err, 0) {
 			break
 		}
 	}
@@ -79,7 +81,7 @@ func (s *segment) indexLookup(target record.Offset) (index.Span, error) {
 	if err != nil {
 		return index.Span{}, err
 	}
-	return index.Span{Pos: m.lookup(target), NextPos: -1}, nil
+	return m.lookup(target, s.base), nil
 }
 
 // readSpan is how much of the log a pread lookup reads from sp.Pos: up to
@@ -108,9 +110,9 @@ func prefetchSpan(sp index.Span, target record.Offset) int {
 	return int(min(guess, bytes) + record.HeaderSize)
 }
 
-// timeLookup returns the offset to start a search by time from: that of the
-// largest time-index entry at or below ts, or the base offset.
-func (s *segment) timeLookup(ts int64) (record.Offset, error) {
+// timeLookup returns the time-index entry to start a search by time from:
+// the one with the largest timestamp at or below ts, or (-1, base).
+func (s *segment) timeLookup(ts int64) (int64, record.Offset, error) {
 	s.checkIndexEnds()
 	for try := 0; ; try++ {
 		s.idxMu.RLock()
@@ -118,26 +120,57 @@ func (s *segment) timeLookup(ts int64) (record.Offset, error) {
 			s.idxMu.RUnlock()
 			break
 		}
-		_, off, err := s.timeIdx.Lookup(ts)
+		found, off, err := s.timeIdx.Lookup(ts)
 		s.idxMu.RUnlock()
 		if err == nil {
-			return off, nil
+			return found, off, nil
 		}
 		if !indexUnusable(err) {
-			return 0, err
+			return 0, 0, err
 		}
-		if try > 0 || !s.indexBroken(err) {
+		if try > 0 || !s.indexBroken(err, 0) {
 			break
 		}
 	}
 	m, err := s.memIndex()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return m.timeLookup(ts, s.base), nil
+	found, off := m.timeLookup(ts, s.base)
+	return found, off, nil
+}
+
+// indexFault is an offset-index entry that a lookup found to break the
+// rule against the batch at its position (index.CheckEntryStart).
+func (s *segment) indexFault(rule string) error {
+	return &index.CorruptError{File: s.indexPath(), Rule: rule}
 }
 
 // seek positions sc at the first batch of s whose last offset is at or
+// above target; see seekOnce. An index entry that breaks its rule against
+// the batch at its position is either a wrong entry or a batch whose base
+// offset is wrong (the CRC does not cover it): the seek is made again by a
+// walk from the segment's start, which reports the batch if it is the
+// one at fault, and otherwise makes the index be replaced (rebuilt, or on
+// a read-only log indexed in memory).
+func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.ScanOptions) (found bool, ended record.Offset, err error) {
+	gen := s.idxGen.Load()
+	found, ended, err = s.seekOnce(sc, target, opts, false)
+	if fault, ok := entryFault(err); ok {
+		if found, ended, err = s.seekOnce(sc, target, opts, true); err == nil {
+			s.indexBroken(fault, gen)
+		}
+	}
+	return found, ended, err
+}
+
+// entryFault says whether err is an index entry proven wrong by a lookup.
+func entryFault(err error) (*index.CorruptError, bool) {
+	var ie *index.CorruptError
+	return ie, errors.As(err, &ie)
+}
+
+// seekOnce positions sc at the first batch of s whose last offset is at or
 // above target (the batch that holds target, or the next one after a
 // compaction gap): the next sc.Next returns it, read with opts. It walks
 // batch headers from the index entry with a small read, which usually also
@@ -146,11 +179,15 @@ func (s *segment) timeLookup(ts int64) (record.Offset, error) {
 // have (where the batch before it ended, if the walk saw it; else the
 // bound the index gives, index.Span.From): a batch walked over whose
 // offsets go back is corrupt (record.Batch.CheckFollows), and is an error
-// here.
-func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.ScanOptions) (found bool, ended record.Offset, err error) {
-	sp, err := s.indexLookup(target)
-	if err != nil {
-		return false, s.base, err
+// here. The batch at the entry's position must keep the entry's rule
+// (index.CheckEntryStart), or the index is at fault: an *index.CorruptError.
+// fromStart walks from the segment's start, without the index.
+func (s *segment) seekOnce(sc *record.Scanner, target record.Offset, opts record.ScanOptions, fromStart bool) (found bool, ended record.Offset, err error) {
+	sp := index.Span{Off: s.base, From: s.base, NextPos: -1}
+	if !fromStart {
+		if sp, err = s.indexLookup(target); err != nil {
+			return false, s.base, err
+		}
 	}
 	start := sp.Pos
 	size := record.Position(s.size.Load())
@@ -166,6 +203,17 @@ func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.Sca
 		if err != nil {
 			return false, ended, err
 		}
+		if found && at == sp.Pos && sp.Pos > 0 {
+			// The target is in the entry's own batch, or the batch claims
+			// to start past it: the entry must not lie about its base.
+			var b [8]byte
+			if _, err := m.ReadAt(b[:], int64(at)); err != nil {
+				return false, ended, err
+			}
+			if rule := index.CheckEntryStart(sp, record.Offset(binary.BigEndian.Uint64(b[:]))); rule != "" {
+				return false, ended, s.indexFault(rule)
+			}
+		}
 		if found {
 			// Read no more than asked for: the header, then the batch.
 			// (Reading the whole batch at once measured slower on 66 KB
@@ -179,6 +227,11 @@ func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.Sca
 	sc.Reset(r, start, size, record.ScanOptions{HeadersOnly: true, ReadAhead: readSpan(sp), MaxReadAhead: lookupReadAhead})
 	for sc.Next() {
 		b := sc.Batch()
+		if b.Pos == sp.Pos {
+			if rule := index.CheckEntryStart(sp, b.BaseOffset); rule != "" {
+				return false, ended, s.indexFault(rule)
+			}
+		}
 		if err := b.CheckFollows(s.base, ended, math.MaxInt64); err != nil {
 			return false, ended, record.WithFile(err, s.logPath())
 		}
@@ -196,29 +249,68 @@ func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.Sca
 }
 
 // findTime returns the first record at or after startOffset whose timestamp
-// is at or above ts, following Kafka's searchForTimestamp: the time index,
-// then the offset index, then a scan that skips batches whose max timestamp
-// is below ts. Every batch it passes must follow the one before it and
-// end below limit, the next segment's base offset (see Reader.nextBatch).
+// is at or above ts, following Kafka's findOffsetByTimestamp: the time
+// index gives an entry (T, O), the offset index the position for
+// max(O, startOffset), and a scan from there skips batches whose max
+// timestamp is below ts. Every batch it passes must follow the one before
+// it and end below limit, the next segment's base offset (see
+// Reader.nextBatch). The entries used are checked against the batches the
+// scan passes (index.CheckEntryStart, index.TimeEntryScan); when one breaks
+// its rule, a scan from the segment's start answers and says whether the
+// log or the index is at fault, as in seek.
 func (s *segment) findTime(ts int64, startOffset, limit record.Offset) (record.Offset, bool, error) {
-	off, err := s.timeLookup(ts)
-	if err != nil {
-		return 0, false, err
+	gen := s.idxGen.Load()
+	off, found, err := s.findTimeOnce(ts, startOffset, limit, false)
+	if fault, ok := entryFault(err); ok {
+		// As in seek: a scan from the start says which is at fault.
+		if off, found, err = s.findTimeOnce(ts, startOffset, limit, true); err == nil {
+			s.indexBroken(fault, gen)
+		}
+	}
+	return off, found, err
+}
+
+func (s *segment) findTimeOnce(ts int64, startOffset, limit record.Offset, fromStart bool) (record.Offset, bool, error) {
+	entryTS, entryOff := int64(-1), s.base
+	sp := index.Span{Off: s.base, From: s.base, NextPos: -1}
+	if !fromStart {
+		var err error
+		if entryTS, entryOff, err = s.timeLookup(ts); err != nil {
+			return 0, false, err
+		}
+		if sp, err = s.indexLookup(max(entryOff, startOffset)); err != nil {
+			return 0, false, err
+		}
+	}
+	size := record.Position(s.size.Load())
+	from := sp.Pos
+	if from > size {
+		from = 0
+	}
+	ended := max(s.base, sp.From)
+	check := index.NewTimeEntryScan(-1, 0)
+	if startOffset <= entryOff {
+		check = index.NewTimeEntryScan(entryTS, entryOff) // the scan starts where the entry's rule is about
 	}
 	st := lookupStates.Get().(*lookupState)
 	defer lookupStates.Put(st)
-	headers := record.ScanOptions{HeadersOnly: true, ReadAhead: lookupReadAhead, MaxReadAhead: readerMaxReadAhead}
-	found, ended, err := s.seek(&st.sc, max(off, startOffset), headers)
-	if err != nil || !found {
-		return 0, false, err
-	}
+	headers := record.ScanOptions{HeadersOnly: true, ReadAhead: readSpan(sp), MaxReadAhead: readerMaxReadAhead}
+	st.sc.Reset(s.reader(), from, size, headers)
 	for st.sc.Next() {
 		h := st.sc.Batch()
+		if h.Pos == sp.Pos {
+			if rule := index.CheckEntryStart(sp, h.BaseOffset); rule != "" {
+				return 0, false, s.indexFault(rule)
+			}
+		}
 		if err := h.CheckFollows(s.base, ended, limit); err != nil {
 			return 0, false, record.WithFile(err, s.logPath())
 		}
 		ended = h.NextOffset()
-		if h.MaxTimestamp < ts {
+		if !check.Batch(h.BaseOffset, h.MaxTimestamp) && check.Rule() != "" {
+			return 0, false, &index.CorruptError{File: s.timeIndexPath(), Rule: check.Rule()}
+		}
+		if h.MaxTimestamp < ts || h.LastOffset() < startOffset {
 			continue // skipped on its header alone
 		}
 		if h.RecordCount == 1 && h.LastOffsetDelta == 0 && h.BaseOffset >= startOffset {
@@ -297,14 +389,22 @@ func (s *segment) memIndex() (*memIndex, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("index %s in memory: %w", s.logPath(), record.WithFile(err, s.logPath()))
+		var ce *record.CorruptError
+		if !errors.As(err, &ce) {
+			return nil, fmt.Errorf("index %s in memory: %w", s.logPath(), err)
+		}
+		// A bad batch ends the index: reads before it are served, and the
+		// read that reaches it fails on the batch itself.
+		s.logger.Error("corrupt batch; the segment is indexed in memory up to it", "segment", s.logPath(), "err", record.WithFile(err, s.logPath()))
 	}
 	m.built = true
 	s.fallback = m
 	return m, nil
 }
 
-func (m *memIndex) lookup(target record.Offset) record.Position {
+// lookup returns the span around target, as index.OffsetIndex.LookupSpan
+// would for these entries, without the next entry.
+func (m *memIndex) lookup(target, base record.Offset) index.Span {
 	lo, hi := 0, len(m.entries) // first entry with last > target
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
@@ -314,13 +414,17 @@ func (m *memIndex) lookup(target record.Offset) record.Position {
 			hi = mid
 		}
 	}
-	if lo == 0 {
-		return 0
+	sp := index.Span{Off: base, From: base, NextPos: -1}
+	if lo > 0 {
+		sp.Off, sp.Pos = m.entries[lo-1].last, m.entries[lo-1].pos
 	}
-	return m.entries[lo-1].pos
+	if lo > 1 {
+		sp.From = m.entries[lo-2].last + 1
+	}
+	return sp
 }
 
-func (m *memIndex) timeLookup(ts int64, base record.Offset) record.Offset {
+func (m *memIndex) timeLookup(ts int64, base record.Offset) (int64, record.Offset) {
 	lo, hi := 0, len(m.entries) // first entry with maxTS > ts
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
@@ -331,9 +435,9 @@ func (m *memIndex) timeLookup(ts int64, base record.Offset) record.Offset {
 		}
 	}
 	if lo == 0 {
-		return base
+		return -1, base
 	}
-	return m.entries[lo-1].maxTSOffset
+	return m.entries[lo-1].maxTS, m.entries[lo-1].maxTSOffset
 }
 
 // mappedLog reads a segment's .log through its mapping where the read is

@@ -36,13 +36,20 @@ func indexUnusable(err error) bool {
 // error for which indexUnusable is true. On a writable log it rebuilds both
 // index files from the log, once however many readers call it, and reports
 // true: the caller looks up again. Otherwise it switches the segment to an
-// in-memory index and reports false.
-func (s *segment) indexBroken(cause error) bool {
+// in-memory index and reports false. proven, when not 0, is the index
+// generation (segment.idxGen) in which a lookup proved an entry wrong
+// against the log: the files are replaced even though the rules that run
+// on first use pass them, unless that was done already.
+func (s *segment) indexBroken(cause error, proven uint64) bool {
 	s.idxMu.Lock()
 	defer s.idxMu.Unlock()
+	if proven != 0 && s.idxGen.Load() != proven {
+		return s.fallback == nil // replaced since the caller looked
+	}
 	if s.fallback != nil {
 		return false
 	}
+	defer s.idxGen.Add(1)
 	if s.cfg.readOnly || s.writable {
 		// s.writable: the appender's indexes were validated when opened and
 		// are kept valid; if they break anyway, do not pull them away.
@@ -50,7 +57,7 @@ func (s *segment) indexBroken(cause error) bool {
 		s.fallback = &memIndex{}
 		return false
 	}
-	if s.indexesUsableLocked() {
+	if proven == 0 && s.indexesUsableLocked() {
 		return true // another reader rebuilt them while this one waited
 	}
 	s.logger.Error("segment index is unusable; rebuilding it from the log", "segment", s.logPath(), "err", cause)
@@ -167,19 +174,21 @@ func (s *segment) repairIndexesForCheck() {
 	}
 	s.idxMu.RUnlock()
 	if err != nil && indexUnusable(err) {
-		s.indexBroken(err)
+		s.indexBroken(err, 0)
 	}
 }
 
 // checkIndexEnds is the cheap check of a lazily opened segment's indexes
-// on first use, beyond the rules package index applies to every entry when
-// it maps a file: the last entry of each must match the batch it names in
-// the log. A file zeroed by a lost write-back (a single time-index entry
-// (0, base) passes the rules, and would make retention think the segment
-// is from 1970: KAFKA-10207) or left over from a longer log is caught here
-// and repaired as a rule-breaking one. It costs a header read for the
-// offset index and a walk of at most about one index interval of headers
-// for the time index, once per segment.
+// on first use, beyond the structural rules package index applies to every
+// entry when it maps a file: the last entry of each must keep the rule of
+// index.Verifier against the log, and the time index must end with the
+// segment's largest timestamp. A file zeroed by a lost write-back (a single
+// time-index entry (0, base) passes the structural rules, and would make
+// retention think the segment is from 1970: KAFKA-10207), cut at an entry
+// boundary (lookups by time would skip the segment), or left over from a
+// longer log is caught here and repaired as a rule-breaking one. It costs a
+// walk of the batch headers from the last entries to the end of the log,
+// about one index interval, once per segment.
 func (s *segment) checkIndexEnds() {
 	if s.endsChecked.Load() {
 		return
@@ -188,7 +197,7 @@ func (s *segment) checkIndexEnds() {
 	err := s.indexEndsErrLocked()
 	s.idxMu.RUnlock()
 	if err != nil && indexUnusable(err) {
-		s.indexBroken(err)
+		s.indexBroken(err, 0)
 	} else if err != nil {
 		return // an I/O error: the reader meets it too; check again next time
 	}
@@ -196,61 +205,66 @@ func (s *segment) checkIndexEnds() {
 }
 
 // indexEndsErrLocked returns a *index.CorruptError when the last entry of
-// an index does not match the log, an I/O error, or nil. The caller holds
-// idxMu.
+// an index breaks the rule against the log, an I/O error, or nil. The
+// caller holds idxMu.
 func (s *segment) indexEndsErrLocked() error {
 	if s.offIdx == nil || s.timeIdx == nil || s.fallback != nil {
 		return nil
 	}
 	size := record.Position(s.size.Load())
-	var hdr [record.HeaderSize]byte
-	header := func(pos record.Position) (record.BatchHeader, error) {
-		if pos < 0 || pos+record.HeaderSize > size {
-			return record.BatchHeader{}, fmt.Errorf("position %d: %w", pos, io.ErrUnexpectedEOF)
-		}
-		if _, err := s.log.ReadAt(hdr[:], int64(pos)); err != nil {
-			return record.BatchHeader{}, err
-		}
-		return record.ParseHeader(hdr[:], pos)
-	}
 	// LastEntry reads an index that is not mapped yet without mapping it,
 	// so this check costs two small reads, not two mappings.
 	lastKey, lastPos, err := s.offIdx.LastEntry()
 	if err != nil {
 		return err
 	}
+	var off []index.OffsetEntry
+	start := size
 	if lastPos > 0 { // an offset index never has an entry at position 0: (base, 0) is "empty"
-		if h, err := header(lastPos); err != nil || h.LastOffset() != lastKey {
-			return &index.CorruptError{File: s.indexPath(), Rule: fmt.Sprintf(
-				"last entry (%d at %d) does not match the batch there in %s (%v)", lastKey, lastPos, s.logPath(), err)}
+		off = []index.OffsetEntry{{Offset: lastKey, Pos: lastPos}}
+		start = lastPos
+	}
+	ts, tsOff, err := s.timeIdx.LastEntry()
+	if err != nil {
+		return err
+	}
+	var tim []index.TimeEntry
+	if ts >= 0 { // -1: an empty time index
+		from := lastPos
+		if tsOff < lastKey {
+			// The newest timestamp is older than the last offset-index
+			// entry (timestamps went back): where a lookup of it starts.
+			if _, from, err = s.offIdx.Lookup(tsOff); err != nil {
+				return err
+			}
 		}
+		tim = []index.TimeEntry{{Timestamp: ts, Offset: tsOff, SearchFrom: from}}
+		start = min(start, from)
+	} else {
+		start = min(start, lastPos)
 	}
-	ts, off, err := s.timeIdx.LastEntry()
-	if err != nil || ts < 0 {
-		return err // ts -1: an empty time index
+	v := index.NewVerifier(s.indexPath(), off, s.timeIndexPath(), tim, start)
+	sc := record.NewScanner(s.log, start, size, record.ScanOptions{HeadersOnly: true, ReadAhead: lookupReadAhead, MaxReadAhead: readerMaxReadAhead})
+	for sc.Next() {
+		v.Batch(index.BatchOf(&sc.Batch().BatchHeader, sc.Batch().Pos))
 	}
-	pos := lastPos
-	if off < lastKey {
-		// The newest timestamp is older than the last offset-index entry
-		// (timestamps went back): find its batch through the index.
-		if _, pos, err = s.offIdx.Lookup(off); err != nil {
+	if err := sc.Err(); err != nil {
+		var ce *record.CorruptError
+		if !errors.As(err, &ce) {
 			return err
 		}
-	}
-	bad := &index.CorruptError{File: s.timeIndexPath(), Rule: fmt.Sprintf(
-		"last entry (%d, %d) does not name a batch of %s with that max timestamp", ts, off, s.logPath())}
-	sc := record.NewScanner(s.log, pos, size, record.ScanOptions{HeadersOnly: true, ReadAhead: lookupReadAhead})
-	for sc.Next() {
-		if b := sc.Batch(); b.LastOffset() >= off {
-			// Kafka keys the entry by the batch's last offset; accept any
-			// offset of the batch, as some writers used the record's.
-			if b.BaseOffset > off || b.MaxTimestamp != ts {
-				return bad
-			}
-			return nil
+		if ce.Pos == start && start < size {
+			// What the entries point at is not a batch.
+			return &index.CorruptError{File: s.indexPath(), Rule: fmt.Sprintf("the last entries point at no batch of %s (%v)", s.logPath(), err)}
 		}
+		// A bad batch further on ends the walk: the entries it covers
+		// are checked; reads past it fail on the batch itself.
+		v.Stop()
 	}
-	return bad
+	if errs := v.Finish(true, 1); len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
 }
 
 // noLogFile stands in, on a read-only log, for the .log of the empty

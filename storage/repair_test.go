@@ -145,6 +145,9 @@ func TestCleanOpenReadsNothing(t *testing.T) {
 // files, and every read is right.
 func TestIndexRebuiltOnFirstUse(t *testing.T) {
 	for _, damage := range []string{"zero-padded", "cut", "removed"} {
+		// A zero tail ends an index's entries (Kafka's untrimmed active
+		// segment): such a file is valid, used and left as it is.
+		valid := damage == "zero-padded"
 		t.Run(damage, func(t *testing.T) {
 			dir := t.TempDir()
 			pdir := buildSegments(t, dir, 400)
@@ -193,15 +196,21 @@ func TestIndexRebuiltOnFirstUse(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			require.Equal(t, 1, logs.count("rebuilding it from the log"), "rebuilt once")
+			if valid {
+				require.Zero(t, logs.count("rebuilding it from the log"), "a valid file is not rebuilt")
+				origOff = append(origOff, make([]byte, 4800)...)
+				origTime = append(origTime, make([]byte, 4800)...)
+			} else {
+				require.Equal(t, 1, logs.count("rebuilding it from the log"), "rebuilt once")
+			}
 			require.Zero(t, logs.count("in memory"), "no fallback on a writable log")
 			require.NoError(t, l.Check())
 			gotOff, err := os.ReadFile(seg0)
 			require.NoError(t, err)
 			gotTime, err := os.ReadFile(tseg0)
 			require.NoError(t, err)
-			require.True(t, bytes.Equal(origOff, gotOff), "offset index rebuilt byte for byte")
-			require.True(t, bytes.Equal(origTime, gotTime), "time index rebuilt byte for byte")
+			require.True(t, bytes.Equal(origOff, gotOff), "offset index rebuilt byte for byte, or left alone")
+			require.True(t, bytes.Equal(origTime, gotTime), "time index rebuilt byte for byte, or left alone")
 			require.NoError(t, l.Close())
 		})
 	}

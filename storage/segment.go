@@ -45,6 +45,9 @@ type segment struct {
 	// the log (or the indexes were built from it in this process); see
 	// checkIndexEnds in repair.go.
 	endsChecked atomic.Bool
+	// idxGen counts the times the index handles were rebuilt or replaced
+	// by the fallback, from 1: see indexBroken.
+	idxGen atomic.Uint64
 
 	size    atomic.Int64 // committed bytes of the .log
 	durable atomic.Bool  // sealed and flushed: no flush needs to touch it again
@@ -121,6 +124,7 @@ func createSegment(fs vfs.FS, dir string, base record.Offset, cfg *segmentConfig
 	}
 	s.writable = true
 	s.endsChecked.Store(true)
+	s.idxGen.Store(1)
 	s.tsOnce.Do(func() {})
 	s.maxTS.Store(record.NoTimestamp)
 	s.maxTSOffset.Store(int64(base))
@@ -164,6 +168,7 @@ func openSegment(fs vfs.FS, dir string, base record.Offset, logSize record.Posit
 		s.created = st.ModTime()
 	}
 	s.refs.Store(1)
+	s.idxGen.Store(1)
 	if indexMissing {
 		// Recovery could not vouch for the index files (a read-only load
 		// of an unclean directory): index in memory on first use.
@@ -266,7 +271,7 @@ func (s *segment) loadTimestamps() error {
 				return
 			}
 			s.idxMu.RUnlock()
-			repaired := s.indexBroken(err)
+			repaired := s.indexBroken(err, 0)
 			s.idxMu.RLock()
 			if repaired && s.timeIdx != nil && s.fallback == nil {
 				if ts, off, err = s.timeIdx.LastEntry(); err == nil {

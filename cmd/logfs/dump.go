@@ -38,12 +38,15 @@ Kafka's kafka-dump-log.sh (DumpLogSegments):
 Invalid batches (bad CRC, bad offsets, a torn or corrupt tail) are reported
 and make the exit status 1.
 
---verify also checks each index against the .log beside it: every offset
-index entry must point at a batch whose last offset is the entry's offset,
-every time index entry at the batch holding its offset, with that maximum
-timestamp, and the index must keep Kafka's rules (entries strictly
-increasing, no preallocated tail). Mismatches are listed and make the exit
-status 1.`,
+--verify also checks each index against the .log beside it, with the rule
+logfs check and reads apply, which every Kafka version's files keep: entries
+strictly increasing (a preallocated zero tail ends them); an offset entry at
+the start of a batch, keyed at or above that batch's base offset and at or
+below the last offset before the next entry's position; a time entry's
+timestamp the largest up to its offset, first reached where a lookup of its
+offset starts, and the last one the segment's largest (unless the index has
+a zero tail, as an active segment's does). Mismatches are listed and make
+the exit status 1.`,
 		Example: `  logfs dump logfs-data/orders-0/00000000000000000000.log
   logfs dump --print-data logfs-data/orders-0/*.log
   logfs dump --verify logfs-data/orders-0/*.index logfs-data/orders-0/*.timeindex`,
@@ -350,28 +353,7 @@ func (d *dumper) dumpOffsetIndex(path string, base record.Offset) {
 	if !ok {
 		return
 	}
-	idx, err := index.OpenOffsetIndex(path, base, index.Options{LogSize: batches.size})
-	if err == nil {
-		err = idx.Check()
-		idx.Close()
-	}
-	if err != nil {
-		d.problem("%v", err)
-	}
-	lastAt := map[record.Position]record.Offset{}
-	for _, b := range batches.all {
-		lastAt[b.pos] = b.lastOffset
-	}
-	for i, e := range entries {
-		off, pos := base+record.Offset(binary.BigEndian.Uint32(e)), record.Position(binary.BigEndian.Uint32(e[4:]))
-		last, found := lastAt[pos]
-		switch {
-		case !found:
-			d.problem("%s: entry %d (offset %d, position %d): no batch of %s starts at position %d", path, i, off, pos, filepath.Base(logPath), pos)
-		case last != off:
-			d.problem("%s: entry %d: index offset %d, log offset %d (the last offset of the batch at position %d)", path, i, off, last, pos)
-		}
-	}
+	d.verifyIndex(path, "", base, logPath, batches)
 	if len(d.problems) == before {
 		fmt.Fprintf(d.out, "Verified %d entries of %s against %s\n", len(entries), filepath.Base(path), filepath.Base(logPath))
 	}
@@ -396,32 +378,59 @@ func (d *dumper) dumpTimeIndex(path string, base record.Offset) {
 	if !ok {
 		return
 	}
-	idx, err := index.OpenTimeIndex(path, base, index.Options{})
-	if err == nil {
-		err = idx.Check()
-		idx.Close()
-	}
-	if err != nil {
-		d.problem("%v", err)
-	}
-	for i, e := range entries {
-		ts, off := int64(binary.BigEndian.Uint64(e)), base+record.Offset(binary.BigEndian.Uint32(e[8:]))
-		b, found := batches.holding(off)
-		switch {
-		case !found:
-			d.problem("%s: entry %d (timestamp %d, offset %d): no batch of %s holds offset %d", path, i, ts, off, filepath.Base(logPath), off)
-		case b.maxTimestamp != ts:
-			d.problem("%s: entry %d: index timestamp %d, log timestamp %d (the max timestamp of the batch holding offset %d)", path, i, ts, b.maxTimestamp, off)
-		}
-	}
+	d.verifyIndex(layout.SegmentPath(filepath.Dir(path), base, layout.IndexSuffix), path, base, logPath, batches)
 	if len(d.problems) == before {
 		fmt.Fprintf(d.out, "Verified %d entries of %s against %s\n", len(entries), filepath.Base(path), filepath.Base(logPath))
+	}
+}
+
+// verifyIndex checks an offset index (timePath "") or a time index against
+// the batches of its .log, with the rule that storage's Check and a first
+// read apply (index.Verifier). A time index is checked with the segment's
+// offset index, where a lookup by time starts (a missing or broken one:
+// from the segment's start), and as a sealed segment's, ending with the
+// largest timestamp, unless it has a zero tail (an active segment's).
+func (d *dumper) verifyIndex(offPath, timePath string, base record.Offset, logPath string, batches logBatches) {
+	offData, err := os.ReadFile(offPath)
+	if err != nil && (timePath == "" || !errors.Is(err, os.ErrNotExist)) {
+		d.problem("%v", err)
+		return
+	}
+	off, offErr := index.DecodeOffsetEntries(offPath, offData, base, batches.size)
+	v := index.NewVerifier(offPath, off, "", nil, 0)
+	sealed := false
+	if timePath != "" {
+		timeData, err := os.ReadFile(timePath)
+		if err != nil {
+			d.problem("%v", err)
+			return
+		}
+		tim, err := index.DecodeTimeEntries(timePath, timeData, base, off)
+		if err != nil {
+			d.problem("%v", err)
+			return
+		}
+		sealed = len(tim)*index.TimeEntrySize == len(timeData)
+		v = index.NewVerifier(offPath, nil, timePath, tim, 0)
+	} else if offErr != nil {
+		d.problem("%v", offErr)
+		return
+	}
+	for _, b := range batches.all {
+		v.Batch(index.Batch{Pos: b.pos, Base: b.baseOffset, Last: b.lastOffset, MaxTimestamp: b.maxTimestamp})
+	}
+	if batches.end < batches.size {
+		v.Stop() // a bad batch: reported when the .log is dumped
+	}
+	for _, err := range v.Finish(sealed, 100) {
+		d.problem("%v", err)
 	}
 }
 
 // logBatches are the batches of a .log, in order.
 type logBatches struct {
 	all  []logBatch
+	end  record.Position // where the valid batches end
 	size record.Position
 }
 
@@ -445,7 +454,7 @@ func (lb logBatches) holding(off record.Offset) (logBatch, bool) {
 // siblingLog reads the batch headers of the .log an index belongs to.
 func (d *dumper) siblingLog(path string, base record.Offset) (string, logBatches, bool) {
 	logPath := layout.SegmentPath(filepath.Dir(path), base, layout.LogSuffix)
-	batches, _, size, err := scanLog(logPath, nil)
+	batches, end, size, err := scanLog(logPath, nil)
 	if errors.Is(err, os.ErrNotExist) {
 		d.problem("%s: cannot verify: no %s beside it", path, filepath.Base(logPath))
 		return "", logBatches{}, false
@@ -456,5 +465,5 @@ func (d *dumper) siblingLog(path string, base record.Offset) (string, logBatches
 	}
 	// A corrupt tail is reported by dumping the .log; the index is checked
 	// against the valid batches.
-	return logPath, logBatches{all: batches, size: size}, true
+	return logPath, logBatches{all: batches, end: end, size: size}, true
 }

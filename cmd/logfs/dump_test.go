@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/logfs/logfs/internal/fixtures"
+	"github.com/logfs/logfs/internal/kafkaindex"
 	"github.com/logfs/logfs/record"
 )
 
@@ -145,7 +147,7 @@ func TestDumpErrors(t *testing.T) {
 	idx := write("00000000000000000000.index", entry)
 	ok(t, dir, "", "dump", idx) // decoding alone is fine
 	r = logfs(t, dir, "", "dump", "--verify", idx)
-	requireOneLineError(t, r, exitFailure, "no batch of 00000000000000000000.log starts at position 1")
+	requireOneLineError(t, r, exitFailure, "position is not the start of a batch: entry 0 (offset 3 at position 1)")
 
 	// A time index entry with a wrong timestamp.
 	tentry := make([]byte, 12)
@@ -153,7 +155,7 @@ func TestDumpErrors(t *testing.T) {
 	binary.BigEndian.PutUint32(tentry[8:], 0)
 	tidx := write("00000000000000000000.timeindex", tentry)
 	r = logfs(t, dir, "", "dump", "--verify", tidx)
-	requireOneLineError(t, r, exitFailure, "index timestamp 1600000000000, log timestamp")
+	requireOneLineError(t, r, exitFailure, "timestamp is not the largest timestamp up to its offset")
 
 	// An index with no log beside it.
 	lone := filepath.Join(t.TempDir(), "00000000000000000000.index")
@@ -163,4 +165,41 @@ func TestDumpErrors(t *testing.T) {
 	// Several problems: one summary line.
 	r = logfs(t, dir, "", "dump", "--verify", idx, tidx)
 	requireOneLineError(t, r, exitFailure, "2 problems in 2 files")
+}
+
+// TestDumpVerifiesKafkaIndexes writes the fixtures' indexes the way each
+// Kafka version writes them (kafkaindex.Write) and runs dump
+// --verify and check over them: both accept every one.
+func TestDumpVerifiesKafkaIndexes(t *testing.T) {
+	dir := t.TempDir()
+	styles := []struct {
+		style kafkaindex.Style
+		at    kafkaindex.MaxTimestampAt
+	}{
+		{kafkaindex.Kafka11, kafkaindex.AtBatchLast},
+		{kafkaindex.Kafka2x, kafkaindex.AtFirstRecord},
+		{kafkaindex.Kafka2x, kafkaindex.AtAppendLast},
+		{kafkaindex.Kafka40, kafkaindex.AtBatchLast},
+	}
+	for i, s := range styles {
+		for _, d := range fixtures.DataDirs(t) {
+			data := filepath.Join(t.TempDir(), "data")
+			require.NoError(t, os.CopyFS(data, os.DirFS(d.Path)))
+			parts, err := filepath.Glob(filepath.Join(data, "*-[0-9]*"))
+			require.NoError(t, err)
+			rng := rand.New(rand.NewSource(int64(i)))
+			var indexes []string
+			for _, p := range parts {
+				require.NoError(t, kafkaindex.Write(p, s.style, s.at, 0, rng))
+				for _, suffix := range []string{".index", ".timeindex"} {
+					m, err := filepath.Glob(filepath.Join(p, "*"+suffix))
+					require.NoError(t, err)
+					indexes = append(indexes, m...)
+				}
+			}
+			out := ok(t, dir, "", append([]string{"dump", "--verify"}, indexes...)...)
+			require.Equal(t, len(indexes), strings.Count(out, "Verified "), "%v %v %s", s.style, s.at, d.Set)
+			require.Contains(t, ok(t, dir, "", "check", "--data", data), ": OK", "%v %v %s", s.style, s.at, d.Set)
+		}
+	}
 }
