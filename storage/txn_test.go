@@ -323,7 +323,7 @@ func TestReadCommittedFixture(t *testing.T) {
 			require.ErrorIs(t, err, io.EOF)
 		}
 		require.Equal(t, 1, strings.Count(string(b[:n]), "\n"), iso)
-		require.Contains(t, string(b[:n]), `"key":"stream/'KSQL_PROCESSING_LOG'/create"`)
+		require.Contains(t, string(b[:n]), `"key":"\"stream/`+"`KSQL_PROCESSING_LOG`"+`/create\""`)
 		v.Close()
 	}
 }
