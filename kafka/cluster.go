@@ -192,6 +192,14 @@ func (c *Cluster) Close() error {
 	}
 	c.bg.Wait()
 	for _, p := range parts {
+		p.fetchMu.Lock()
+		p.mu.Lock()
+		if p.prep != nil {
+			p.prep.Abort()
+			p.prep = nil
+		}
+		p.mu.Unlock()
+		p.fetchMu.Unlock()
 		p.changed()
 	}
 	c.cl.Close()

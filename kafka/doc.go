@@ -29,9 +29,12 @@
 // its exact size at once and every pread is answered locally; then the
 // partition is followed, and the file grows, until the last file of the
 // partition closes (and idleFollow after, so that the next open finds the
-// copy caught up). A read before the copy's start, or far after its end
-// with nobody reading it, starts the copy again there (storage's
-// ResetFetched); a read a little past its end fills the gap.
+// copy caught up). A read before the copy's start grows it backwards
+// (storage's Prepend: new segments fetched, synced, then put in front in
+// one step), so files open further on are not disturbed; a read far after
+// its end with nobody reading it starts the copy again there (storage's
+// ResetFetched), as does an empty copy; a read a little past its end fills
+// the gap.
 //
 // Following is what a Kafka follower does: one fetcher per leader broker
 // sends one FetchRequest at a time for every followed partition it leads

@@ -74,6 +74,7 @@ type fetchPos struct {
 	offset record.Offset
 	gen    uint64
 	reset  bool
+	prep   bool      // the copy grows backwards from offset
 	sent   time.Time // when the request left: what the answer is as fresh as
 }
 
@@ -96,12 +97,16 @@ func (f *fetcher) parts() ([]fetchPos, bool) {
 			switch {
 			case p.resetAt != nil:
 				fp.offset, fp.reset = *p.resetAt, true
+			case p.prepFrom != nil && p.prep == nil:
+				fp.offset, fp.prep = *p.prepFrom, true
+			case p.prep != nil:
+				fp.offset, fp.prep = p.prepAt, true
 			case p.fetchAt >= 0:
 				fp.offset = max(p.fetchAt, p.cp.EndOffset())
 			default:
 				fp.offset = p.cp.EndOffset()
 			}
-			if fp.reset || fp.offset < p.want {
+			if fp.reset || fp.prep || fp.offset < p.want {
 				behind = true
 			}
 			out = append(out, fp)
@@ -269,6 +274,10 @@ func (p *part) applyFetch(fp fetchPos, rp *kmsg.FetchResponseTopicPartition) {
 	if !current {
 		return // a reset was decided since the request was sent
 	}
+	if fp.prep {
+		p.applyPrepend(fp, rp)
+		return
+	}
 	err := brokerError("fetch "+p.String(), rp.ErrorCode, nil)
 	switch {
 	case err == nil:
@@ -302,6 +311,13 @@ func (p *part) applyFetch(fp fetchPos, rp *kmsg.FetchResponseTopicPartition) {
 	}
 	logStart := record.Offset(rp.LogStartOffset)
 	if fp.reset {
+		p.mu.Lock()
+		prep := p.prep
+		p.prep = nil
+		p.mu.Unlock()
+		if prep != nil {
+			prep.Abort() // the copy starts again: what was prepended goes
+		}
 		start := fp.offset
 		if logStart > start {
 			start = logStart
@@ -432,4 +448,108 @@ func isAbortMarker(raw []byte) bool {
 	}
 	k := it.Record().Key
 	return len(k) >= 4 && binary.BigEndian.Uint16(k[2:4]) == 0
+}
+
+// applyPrepend writes what a fetch for the copy's growing backwards
+// brought, and commits the prepend once it reaches the copy's start. Any
+// failure falls back to starting the copy again where the reader wants.
+func (p *part) applyPrepend(fp fetchPos, rp *kmsg.FetchResponseTopicPartition) {
+	c := p.c
+	p.mu.Lock()
+	want, prep, prepStart := p.prepFrom, p.prep, p.prepStart
+	if prep != nil && fp.offset != p.prepAt {
+		p.mu.Unlock()
+		return // an answer to an older question
+	}
+	p.mu.Unlock()
+	fail := func(err error) {
+		if prep != nil {
+			prep.Abort()
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.prep = nil
+		if p.prepFrom != nil {
+			at := *p.prepFrom
+			p.resetAt, p.gen, p.prepFrom = &at, p.gen+1, nil
+		}
+		if err != nil {
+			c.logOnce("prepend "+p.String(), "kafka: cannot grow the copy backwards; starting it again", "partition", p.String(), "err", err)
+		}
+	}
+	if want == nil {
+		if prep != nil {
+			prep.Abort()
+			p.mu.Lock()
+			p.prep = nil
+			p.mu.Unlock()
+		}
+		return
+	}
+	if err := brokerError("fetch "+p.String(), rp.ErrorCode, nil); err != nil {
+		if errors.Is(err, kerr.OffsetOutOfRange) {
+			fail(err)
+			return
+		}
+		p.fetchFailed(err)
+		go c.refreshSoon()
+		return
+	}
+	if prep == nil {
+		if fp.offset != *want {
+			return
+		}
+		var err error
+		if prep, err = p.cp.BeginPrepend(*want); err != nil {
+			fail(err)
+			return
+		}
+		p.mu.Lock()
+		p.prep, p.prepAt, p.prepStart = prep, *want, *want
+		p.mu.Unlock()
+	} else if *want < prepStart {
+		// A reader wants it earlier still: begin again from there.
+		fail(nil)
+		return
+	}
+	batches, next, err := p.split(rp, fp.offset)
+	if err != nil {
+		fail(err)
+		return
+	}
+	limit := prep.Limit()
+	done := len(rp.RecordBatches) == 0 || next >= limit
+	keep := batches[:0]
+	for _, b := range batches {
+		h, err := record.ParseHeader(b, 0)
+		if err != nil {
+			fail(err)
+			return
+		}
+		if h.BaseOffset >= limit {
+			done = true
+			break
+		}
+		keep = append(keep, b)
+	}
+	if err := prep.Append(keep); err != nil {
+		fail(err)
+		return
+	}
+	if !done {
+		p.mu.Lock()
+		p.prepAt = next
+		p.mu.Unlock()
+		return
+	}
+	if err := prep.Commit(); err != nil {
+		fail(err)
+		return
+	}
+	p.mu.Lock()
+	p.prep = nil
+	if p.prepFrom != nil && *p.prepFrom >= p.cp.StartOffset() {
+		p.prepFrom = nil
+	}
+	p.mu.Unlock()
 }

@@ -37,12 +37,18 @@ type part struct {
 	epoch   int32
 	stale   bool           // the copy is of an older topic of this name: reset on next use
 	resetAt *record.Offset // start the copy again here at the next fetch
-	fetchAt record.Offset  // where the next fetch starts; -1 until the first
-	gen     uint64         // bumped by every reset decision: fetches of an older one are dropped
-	want    record.Offset  // the copy must cover up to here
-	holds   map[*hold]struct{}
-	lastUse time.Time
-	err     error // what waiters are told: the topic was deleted, authorization failed
+	// prepFrom asks for the copy to grow backwards to here; prep is the
+	// prepend in progress, fetched from prepAt on (fetcher only).
+	prepFrom  *record.Offset
+	prep      *storage.Prepend
+	prepAt    record.Offset
+	prepStart record.Offset
+	fetchAt   record.Offset // where the next fetch starts; -1 until the first
+	gen       uint64        // bumped by every reset decision: fetches of an older one are dropped
+	want      record.Offset // the copy must cover up to here
+	holds     map[*hold]struct{}
+	lastUse   time.Time
+	err       error // what waiters are told: the topic was deleted, authorization failed
 	// What the cluster said last, and when (fetch responses, ListOffsets).
 	start, hw, lso record.Offset
 	knownAt        time.Time // when the request that said so was sent
@@ -83,7 +89,7 @@ func (p *part) activeLocked() bool {
 	if p.err != nil || p.stale {
 		return false // nothing to fetch until a reader says where
 	}
-	return len(p.holds) > 0 || p.resetAt != nil || p.coveredLocked() < p.want || time.Since(p.lastUse) < idleFollow
+	return len(p.holds) > 0 || p.resetAt != nil || p.prepFrom != nil || p.coveredLocked() < p.want || time.Since(p.lastUse) < idleFollow
 }
 
 // endLocked is the end a reader sees: the last stable offset under
@@ -289,9 +295,10 @@ func (c *Cluster) Hold(ctx context.Context, cp *storage.Partition, from record.O
 }
 
 // planLocked decides where the copy must go for a reader from `from`:
-// on from its end, or started again at from when it holds nothing of use
-// (empty, of an older topic, beyond from, or far before it with nobody
-// reading it).
+// on from its end; grown backwards to from when it begins after from
+// (so that readers further on go on undisturbed); or started again at
+// from when it holds nothing of use (empty, of an older topic, or far
+// before from with nobody reading it).
 func (c *Cluster) planLocked(p *part, from record.Offset) {
 	cs, ce := p.cp.StartOffset(), p.cp.EndOffset()
 	cov := p.coveredLocked()
@@ -299,6 +306,12 @@ func (c *Cluster) planLocked(p *part, from record.Offset) {
 	case p.stale:
 	case p.resetAt != nil && *p.resetAt <= from:
 		return // a reset already planned serves this reader too
+	case p.resetAt == nil && from < cs && cs < ce:
+		if p.prepFrom == nil || from < *p.prepFrom {
+			at := from
+			p.prepFrom = &at
+		}
+		return
 	case p.resetAt != nil, p.fetchAt < 0 && cs == ce, from < cs:
 	case from > cov && (len(p.holds) <= 1 || cs == ce) && c.gapTooBig(p, from-cov):
 	default:
@@ -307,6 +320,7 @@ func (c *Cluster) planLocked(p *part, from record.Offset) {
 	at := from
 	p.resetAt, p.stale = &at, false
 	p.gen++
+	p.prepFrom = nil // the fetcher aborts a prepend in progress
 }
 
 // gapTooBig reports whether fetching n offsets to join the copy to a read

@@ -180,3 +180,34 @@ func TestMountSizesPreadTail(t *testing.T) {
 		}
 	}
 }
+
+// A read before what the copy holds grows the copy backwards: a file
+// already open further on (tail -f of latest) goes on following, and the
+// earlier read gets every record.
+func TestMountCopyGrowsBackwards(t *testing.T) {
+	c := fakeCluster(t, kfake.SeedTopics(1, "back"))
+	cl := client(t, c)
+	var vals []string
+	for i := 0; i < 3000; i++ {
+		vals = append(vals, "b"+strconv.Itoa(i))
+	}
+	for i := 0; i < len(vals); i += 100 {
+		produce(t, cl, "back", 0, vals[i:i+100]...)
+	}
+	_, mp := mounted(t, c, kafka.Options{}, fs.Options{})
+	dir := filepath.Join(mp, "back/0")
+	require.Equal(t, lines("b", 2000, 3000), readFile(t, filepath.Join(dir, "offset/2000")))
+	latest, err := os.Open(filepath.Join(dir, "offset/latest"))
+	require.NoError(t, err)
+	defer latest.Close()
+
+	require.Equal(t, lines("b", 1234, 3000), readFile(t, filepath.Join(dir, "offset/1234")))
+	require.Equal(t, lines("b", 0, 3000), readFile(t, filepath.Join(dir, "offset/0")))
+	produce(t, cl, "back", 0, "b3000", "b3001")
+	buf := make([]byte, 100)
+	require.Eventually(t, func() bool {
+		n, _ := latest.ReadAt(buf, 0)
+		return string(buf[:n]) == "b3000\nb3001\n"
+	}, 5*time.Second, 20*time.Millisecond, "the open file goes on following")
+	require.Equal(t, lines("b", 0, 3002), readFile(t, filepath.Join(dir, "offset/0")))
+}

@@ -268,3 +268,149 @@ func (l *Log) SetFollowerState(o map[string]string) error {
 	}
 	return vfs.WriteFileAtomic(l.fs, filepath.Join(l.dir, followerStateFile), []byte(b.String()))
 }
+
+// Prepend builds segments of fetched batches that go before a partition's
+// first segment: a follower copy that a reader needs to start earlier than
+// it does grows backwards, instead of starting again (which would end the
+// views of readers further on). Batches are written into new segment files
+// that no reader sees; Commit makes them durable and then puts them in
+// front, lowering the log start offset, in one step. Only the follower
+// calls it, one at a time per partition.
+type Prepend struct {
+	p     *Partition
+	start record.Offset
+	first *segment // the partition's first segment at BeginPrepend
+	segs  []*segment
+	next  record.Offset // the least base offset the next batch may have
+	done  bool
+}
+
+// BeginPrepend starts segments for the offsets from start to the
+// partition's first segment's base offset.
+func (p *Partition) BeginPrepend(start record.Offset) (*Prepend, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.writableLocked(); err != nil {
+		return nil, err
+	}
+	first := p.segments()[0]
+	if start >= p.StartOffset() || start >= first.base {
+		return nil, fmt.Errorf("%w: %s: nothing to prepend from %d (the copy starts at %d)", ErrNotFollowing, p, start, p.StartOffset())
+	}
+	return &Prepend{p: p, start: start, first: first, next: -1}, nil
+}
+
+// Limit is the offset the prepended batches must end before.
+func (pp *Prepend) Limit() record.Offset { return pp.first.base }
+
+// Append writes whole fetched batches after those already prepended; each
+// must end before Limit.
+func (pp *Prepend) Append(batches [][]byte) error {
+	p := pp.p
+	cfg := p.topic.Config()
+	for _, raw := range batches {
+		b, err := record.ParseBatch(raw, 0)
+		if err != nil {
+			return fmt.Errorf("fetched batch for %s: %w", p, err)
+		}
+		h := b.BatchHeader
+		switch {
+		case int64(len(raw)) != h.Size():
+			return fmt.Errorf("fetched batch for %s at offset %d: %d bytes for a batch of %d", p, h.BaseOffset, len(raw), h.Size())
+		case h.BaseOffset < pp.next || h.LastOffset() >= pp.first.base:
+			return fmt.Errorf("%w: %s: prepended batch at %d to %d, after %d and before %d", ErrNotFollowing, p, h.BaseOffset, h.LastOffset(), pp.next, pp.first.base)
+		case h.Size() > cfg.SegmentBytes:
+			return fmt.Errorf("%w: %s: fetched batch of %d bytes, segment.bytes of the copy is %d", ErrRecordTooLarge, p, h.Size(), cfg.SegmentBytes)
+		}
+		var seg *segment
+		if n := len(pp.segs); n > 0 {
+			seg = pp.segs[n-1]
+		}
+		if seg == nil || seg.size.Load() > cfg.SegmentBytes-h.Size() || !seg.checkRelativeOffset(h.LastOffset()) || seg.indexFull() {
+			base := h.BaseOffset
+			if seg == nil {
+				base = min(base, pp.start)
+			}
+			if seg, err = createSegment(p.topic.log.fs, p.dir, base, p.topic.segmentConfig(), p.topic.log.logger); err != nil {
+				return err
+			}
+			pp.segs = append(pp.segs, seg)
+		}
+		if err := seg.appendBatch(raw, &h); err != nil {
+			return err
+		}
+		pp.next = h.NextOffset()
+	}
+	return nil
+}
+
+// Commit seals and syncs the new segments and puts them in front of the
+// partition, with the log start at start. It fails, changing nothing,
+// when the partition's first segment is no longer the one BeginPrepend
+// saw (the copy was reset or evicted from meanwhile).
+func (pp *Prepend) Commit() error {
+	p := pp.p
+	if len(pp.segs) == 0 {
+		// Nothing before the copy but batches left out: a segment to hold
+		// the new start.
+		seg, err := createSegment(p.topic.log.fs, p.dir, pp.start, p.topic.segmentConfig(), p.topic.log.logger)
+		if err != nil {
+			return err
+		}
+		pp.segs = append(pp.segs, seg)
+	}
+	for _, s := range pp.segs {
+		if err := s.seal(); err != nil {
+			pp.Abort()
+			return err
+		}
+		s.views.sealed(s)
+		if err := s.flush(true); err != nil {
+			pp.Abort()
+			return fmt.Errorf("flush %s: %w", s.logPath(), err)
+		}
+		s.durable.Store(true)
+	}
+	if err := p.topic.log.fs.SyncDir(p.dir); err != nil {
+		pp.Abort()
+		return err
+	}
+	p.mu.Lock()
+	segs := p.segments()
+	if err := p.writableLocked(); err != nil || segs[0] != pp.first || p.StartOffset() <= pp.start {
+		p.mu.Unlock()
+		pp.Abort()
+		if err == nil {
+			err = fmt.Errorf("%w: %s changed while segments were prepended", ErrNotFollowing, p)
+		}
+		return err
+	}
+	for i, s := range pp.segs {
+		s.frozen.Store(true)
+		s.seq = pp.first.seq - uint64(len(pp.segs)-i) // wraps: views only compare neighbours
+	}
+	p.setSegments(append(slices.Clone(pp.segs), segs...))
+	p.start.Store(int64(pp.start))
+	p.notify()
+	p.mu.Unlock()
+	pp.done = true
+	return p.topic.log.writeCheckpoints()
+}
+
+// Abort removes the segments built so far.
+func (pp *Prepend) Abort() {
+	if pp.done {
+		return
+	}
+	pp.done = true
+	for _, s := range pp.segs {
+		paths := []string{s.logPath(), s.indexPath(), s.timeIndexPath(), s.viewIndexPath()}
+		s.release()
+		for _, path := range paths {
+			if err := pp.p.topic.log.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				pp.p.topic.log.logger.Warn("remove an aborted prepended segment", "file", path, "err", err)
+			}
+		}
+	}
+	pp.segs = nil
+}

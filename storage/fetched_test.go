@@ -158,3 +158,51 @@ func TestFetchedCopyReopens(t *testing.T) {
 	require.NoError(t, p2.AppendFetched([][]byte{leaderBatch(t, 55, 1, "c")}))
 	require.Equal(t, "c-54\nc-55\n", viewString(t, p2, 54))
 }
+
+// A copy grows backwards: the prepended segments come before the first,
+// in one step, and a view opened before goes on undisturbed.
+func TestPrependFetched(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Logger: testLogger(t), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	topic, err := l.CreateTopic("copy", 1, small("segment.bytes=200"))
+	require.NoError(t, err)
+	p, _ := topic.Partition(0)
+	require.NoError(t, p.ResetFetched(11, [][]byte{leaderBatch(t, 10, 2, "p"), leaderBatch(t, 12, 2, "p")}))
+	v, err := p.NewView(Values, 12)
+	require.NoError(t, err)
+	defer v.Close()
+
+	pp, err := p.BeginPrepend(3)
+	require.NoError(t, err)
+	require.EqualValues(t, 10, pp.Limit())
+	require.Error(t, pp.Append([][]byte{leaderBatch(t, 9, 2, "p")}), "a batch reaching the copy")
+	for off := record.Offset(2); off < 10; off += 2 {
+		require.NoError(t, pp.Append([][]byte{leaderBatch(t, off, 2, "p")}))
+	}
+	require.EqualValues(t, 11, p.StartOffset(), "nothing visible before Commit")
+	require.NoError(t, pp.Commit())
+	require.EqualValues(t, 3, p.StartOffset())
+	require.Equal(t, "p-3\np-4\np-5\np-6\np-7\np-8\np-9\np-10\np-11\np-12\np-13\n", viewString(t, p, 3))
+	require.NoError(t, p.AppendFetched([][]byte{leaderBatch(t, 14, 1, "p")}))
+	buf := make([]byte, 100)
+	n, _ := v.ReadAt(buf, 0)
+	require.Equal(t, "p-12\np-13\np-14\n", string(buf[:n]))
+	require.NoError(t, l.Check())
+
+	// The copy changed under a prepend: nothing of it stays.
+	pp, err = p.BeginPrepend(0)
+	require.NoError(t, err)
+	require.NoError(t, pp.Append([][]byte{leaderBatch(t, 0, 2, "p")}))
+	_, err = p.AdvanceStart(10)
+	require.NoError(t, err)
+	require.ErrorIs(t, pp.Commit(), ErrNotFollowing)
+	require.EqualValues(t, 10, p.StartOffset())
+	require.NoError(t, l.Close())
+
+	l2 := openLog(t, dir, Options{})
+	p2, err := l2.Partition("copy", 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 10, p2.StartOffset())
+	require.Equal(t, "p-10\np-11\np-12\np-13\np-14\n", viewString(t, p2, 10))
+}
