@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,6 +53,9 @@ type Options struct {
 	Dir string
 	// CopyBytes is the copy's byte budget; 0 means DefaultCopyBytes.
 	CopyBytes int64
+	// CopySegmentBytes is the copy's segment size, what eviction removes
+	// at a time; 0 means 128 MiB. It must hold the cluster's largest batch.
+	CopySegmentBytes int64
 	// Logger receives problems, each once; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -85,7 +89,8 @@ type Cluster struct {
 	logged   map[string]time.Time // GUARDED_BY(mu): problems logged, to log each once a minute
 	closed   bool                 // GUARDED_BY(mu)
 
-	copyMu sync.Mutex
+	copyMu   sync.Mutex
+	evicting atomic.Bool
 
 	prod *producer
 }
@@ -120,6 +125,9 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	if o.CopyBytes <= 0 {
 		o.CopyBytes = DefaultCopyBytes
+	}
+	if o.CopySegmentBytes <= 0 {
+		o.CopySegmentBytes = copySegmentBytes
 	}
 	s, err := o.Properties.parse(o.Brokers)
 	if err != nil {
@@ -230,9 +238,9 @@ func DefaultDir(id string) string {
 // by time or size (the cluster's retention moves the log start, and the
 // copy's budget evicts), no fsync (the copy is a cache: after a crash
 // recovery cuts what was torn and the follower fetches it again).
-func copyDefaults() storage.Overrides {
+func copyDefaults(segmentBytes int64) storage.Overrides {
 	o := storage.Overrides{}
-	for _, kv := range []string{"segment.bytes=" + strconv.Itoa(copySegmentBytes), "retention.ms=-1", "retention.bytes=-1", "flush.ms=-1",
+	for _, kv := range []string{"segment.bytes=" + strconv.FormatInt(segmentBytes, 10), "retention.ms=-1", "retention.bytes=-1", "flush.ms=-1",
 		"max.message.bytes=1048588", "file.delete.delay.ms=10000"} {
 		if err := o.SetPair(kv); err != nil {
 			panic(err)
@@ -262,7 +270,7 @@ func (c *Cluster) openCopy() error {
 	if c.s.isolation == ReadUncommitted {
 		iso = storage.ReadUncommitted
 	}
-	l, err := storage.Open(dir, storage.Options{Logger: c.logger, Defaults: copyDefaults(), RetentionCheckInterval: -1, Isolation: iso})
+	l, err := storage.Open(dir, storage.Options{Logger: c.logger, Defaults: copyDefaults(c.opts.CopySegmentBytes), RetentionCheckInterval: -1, Isolation: iso})
 	if err != nil {
 		return fmt.Errorf("open the copy %s: %w", dir, err)
 	}
@@ -326,7 +334,7 @@ func (c *Cluster) background() {
 			c.logOnce("metadata", "kafka: metadata refresh failed", "err", err)
 		}
 		cancel()
-		c.evict()
+		c.evictSoon()
 	}
 }
 
@@ -677,6 +685,25 @@ func (c *Cluster) topicOverrides(ctx context.Context, topic string) storage.Over
 		}
 	}
 	return o
+}
+
+// evictSoon runs evict when the copy may be over its budget, at most one
+// at a time: fetchers call it after each answer, so the budget holds while
+// a large partition is being copied too.
+func (c *Cluster) evictSoon() {
+	if c.copy == nil || !c.evicting.CompareAndSwap(false, true) {
+		return
+	}
+	defer c.evicting.Store(false)
+	var total int64
+	c.mu.Lock()
+	for _, p := range c.parts {
+		total += p.cp.Size()
+	}
+	c.mu.Unlock()
+	if total > c.opts.CopyBytes {
+		c.evict()
+	}
 }
 
 // evict keeps the copy within its byte budget: it removes the oldest

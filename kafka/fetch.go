@@ -164,6 +164,7 @@ func (f *fetcher) run() {
 		}
 		backoff = c.s.retryBackoff
 		f.apply(pos, resp)
+		c.evictSoon()
 	}
 }
 

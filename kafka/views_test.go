@@ -211,3 +211,44 @@ func TestMountCopyGrowsBackwards(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond, "the open file goes on following")
 	require.Equal(t, lines("b", 0, 3002), readFile(t, filepath.Join(dir, "offset/0")))
 }
+
+// The copy keeps to its byte budget: the partition read least recently
+// loses its oldest segments, and reading them again fetches them again.
+func TestMountCopyBudget(t *testing.T) {
+	c := fakeCluster(t, kfake.SeedTopics(2, "big"))
+	cl := client(t, c)
+	value := strings.Repeat("v", 1000)
+	for part := int32(0); part < 2; part++ {
+		for i := 0; i < 40; i++ {
+			var vals []string
+			for j := 0; j < 50; j++ {
+				vals = append(vals, value+strconv.Itoa(i*50+j))
+			}
+			produce(t, cl, "big", part, vals...)
+		}
+	}
+	want := func() string {
+		var b strings.Builder
+		for i := 0; i < 2000; i++ {
+			b.WriteString(value + strconv.Itoa(i) + "\n")
+		}
+		return b.String()
+	}()
+	kc, mp := mounted(t, c, kafka.Options{CopyBytes: 3 << 20, CopySegmentBytes: 256 << 10}, fs.Options{})
+	require.Equal(t, want, readFile(t, filepath.Join(mp, "big/0/offset/0")))
+	time.Sleep(50 * time.Millisecond) // big/0 read before big/1
+	require.Equal(t, want, readFile(t, filepath.Join(mp, "big/1/offset/0")))
+	copySize := func() int64 {
+		var n int64
+		for _, id := range []int{0, 1} {
+			p, err := kc.Copy(context.Background(), "big", id)
+			require.NoError(t, err)
+			n += p.Size()
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return copySize() <= 3<<20 }, 5*time.Second, 50*time.Millisecond)
+	p0, _ := kc.Copy(context.Background(), "big", 0)
+	require.Positive(t, p0.StartOffset(), "the partition read first lost its oldest segments")
+	require.Equal(t, want, readFile(t, filepath.Join(mp, "big/0/offset/0")), "and fetches them again")
+}
