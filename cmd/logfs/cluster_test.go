@@ -28,5 +28,7 @@ func TestProduceConsumeCluster(t *testing.T) {
 	fails(t, dir, 1, "does not exist yet", "consume", "--bootstrap-server", b, "--offset", "9", "orders", "1")
 	fails(t, dir, 1, `no partition 5 of topic "orders"`, "consume", "--bootstrap-server", b, "--offset", "0", "orders", "5")
 	fails(t, dir, 2, "-X nonsense", "consume", "--bootstrap-server", b, "-X", "nonsense", "--offset", "0", "orders", "0")
+	fails(t, dir, 2, "--isolation-level", "consume", "--isolation-level", "dirty", "--offset", "0", "orders", "0")
+	require.Equal(t, "one\ntwo\nthree\nfour\n", ok(t, dir, "", "consume", "--bootstrap-server", b, "--isolation-level", "read_uncommitted", "--offset", "0", "orders", "1"))
 	fails(t, dir, 1, "security.protocol", "consume", "--bootstrap-server", b, "-X", "security.protocol=BOGUS", "--offset", "0", "orders", "0")
 }
