@@ -13,12 +13,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/logfs/logfs/fs"
@@ -188,4 +190,25 @@ func TestPropertiesParse(t *testing.T) {
 	}
 	_, err = kafka.Open(context.Background(), kafka.Options{Dir: t.TempDir()})
 	require.ErrorIs(t, err, kafka.ErrConfig, "no bootstrap servers")
+}
+
+// A principal the cluster does not authorize gets EPERM, with the
+// broker's refusal logged: mkdir of a topic, and an append to a topic it
+// may only read.
+func TestMountAuthorization(t *testing.T) {
+	readTopics := kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: "*", Pattern: kmsg.ACLResourcePatternTypeLiteral,
+		Operation: kmsg.ACLOperationRead, Allow: true}
+	describe := readTopics
+	describe.Operation = kmsg.ACLOperationDescribe
+	describeConfigs := readTopics
+	describeConfigs.Operation = kmsg.ACLOperationDescribeConfigs
+	c := fakeCluster(t, kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("PLAIN", "admin", "admin"),
+		kfake.User("PLAIN", "reader", "pw", readTopics, describe, describeConfigs), kfake.SeedTopics(1, "ro"))
+	props := kafka.Properties{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "reader", "sasl.password": "pw",
+		"delivery.timeout.ms": "5000", "request.timeout.ms": "2000"}
+	_, mp := mounted(t, c, kafka.Options{Properties: props}, fs.Options{})
+	require.ErrorIs(t, os.Mkdir(filepath.Join(mp, "new"), 0o755), syscall.EPERM)
+	_, err := appendTo(filepath.Join(mp, "ro/0/append"), []byte("no\n"))
+	require.ErrorIs(t, err, syscall.EPERM)
+	require.Equal(t, "", readFile(t, filepath.Join(mp, "ro/0/offset/0")))
 }
