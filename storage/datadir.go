@@ -57,6 +57,23 @@ func checkDataDir(fsys vfs.FS, dir string) error {
 		ErrNotDataDir, dir, strings.Join(shown, ", "))
 }
 
+// IsDataDir reports whether dir holds something only a data directory
+// holds: one of the files Kafka or logfs write at its top, a topic
+// settings file, or a partition folder with a segment file in it. An
+// empty folder is not one (though a writable open makes it one).
+func IsDataDir(fsys vfs.FS, dir string) bool {
+	entries, err := fsys.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if isDataDirFile(e.Name()) || e.IsDir() && isPartitionDir(fsys, filepath.Join(dir, e.Name())) {
+			return true
+		}
+	}
+	return false
+}
+
 func isDataDirFile(name string) bool {
 	for _, f := range kafkaFiles {
 		if name == f {

@@ -59,6 +59,9 @@ func openLog(dir string, o storage.Options) (*storage.Log, error) {
 	if mp, source, ok := mountfs.InsideMount(dir); ok {
 		return nil, fmt.Errorf("data directory %s is inside the logfs mount at %s (of %s): give a directory outside any mount, such as the one that mount serves", dir, mp, strings.TrimPrefix(source, "logfs:"))
 	}
+	if err := checkNotAboveDataDir(dir); err != nil {
+		return nil, err
+	}
 	if o.ReadOnly {
 		if err := checkDataDirExists(dir); err != nil {
 			return nil, err

@@ -66,3 +66,35 @@ func TestTimeForms(t *testing.T) {
 	require.Equal(t, "newer\n", ok(t, dir, "", "consume", "--time", "1728604800", "t", "0"))
 	fails(t, dir, exitUsage, "want unix seconds, unix milliseconds, RFC 3339 (2024-10-10T12:00:00Z) or a date (2024-10-10)", "consume", "--time", "10/10/2024", "t", "0")
 }
+
+// TestDataOneLevelAbove: --data at the folder above a data directory (a
+// broker's parent folder) says it found none there and where one is, for
+// reading and writing commands alike, and writes nothing there.
+func TestDataOneLevelAbove(t *testing.T) {
+	dir := t.TempDir()
+	ok(t, dir, "", "topic", "create", "--data", filepath.Join("kafka", "data"), "t")
+	ok(t, dir, "x\n", "produce", "--data", filepath.Join("kafka", "data"), "t")
+	want := "kafka is not a data directory (no checkpoints, no partition folders with segments), but " +
+		filepath.Join("kafka", "data") + " is one: give --data " + filepath.Join("kafka", "data")
+	for _, args := range [][]string{
+		{"topic", "list", "--data", "kafka"},
+		{"consume", "--data", "kafka", "--offset", "0", "t", "0"},
+		{"check", "--data", "kafka"},
+		{"produce", "--data", "kafka", "t"},
+		{"topic", "create", "--data", "kafka", "u"},
+		{"mount", "--read-only", "--data", "kafka", filepath.Join(dir, "mnt")},
+	} {
+		fails(t, dir, exitFailure, want, args...)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "kafka"))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing was written beside the data directory")
+	require.NoDirExists(t, filepath.Join(dir, "mnt"))
+	// Two data directories below: both named.
+	ok(t, dir, "", "topic", "create", "--data", filepath.Join("kafka", "data2"), "t")
+	fails(t, dir, exitFailure, "but "+filepath.Join("kafka", "data")+", "+filepath.Join("kafka", "data2")+" are: give --data "+filepath.Join("kafka", "data"), "topic", "list", "--data", "kafka")
+	// The data directory itself, and an empty folder, open as before.
+	require.Equal(t, "t\n", ok(t, dir, "", "topic", "list", "--data", filepath.Join("kafka", "data")))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "empty"), 0o755))
+	ok(t, dir, "", "topic", "create", "--data", "empty", "t")
+}
