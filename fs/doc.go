@@ -172,7 +172,7 @@
 //	storage.ErrRecordTooLarge                                 EFBIG
 //	storage.ErrInvalidTopic, ErrInvalidPartition,
 //	  ErrInvalidRecord, ErrInvalidTimestamp, ErrInvalidConfig EINVAL
-//	storage.ErrTopicExists                                    EEXIST
+//	storage.ErrTopicExists, ErrTopicCollides (a.b beside a_b) EEXIST
 //	corruption (storage.IsCorruption)                         EIO
 //	storage.ErrDeleted (retention deleted unread records)     EIO
 //	context.Canceled, context.DeadlineExceeded                EINTR

@@ -41,7 +41,7 @@ func toErrno(err error) (syscall.Errno, slog.Level) {
 		errors.Is(err, storage.ErrInvalidTimestamp),
 		errors.Is(err, storage.ErrInvalidConfig):
 		return syscall.EINVAL, slog.LevelInfo
-	case errors.Is(err, storage.ErrTopicExists):
+	case errors.Is(err, storage.ErrTopicExists), errors.Is(err, storage.ErrTopicCollides):
 		return syscall.EEXIST, slog.LevelDebug
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return syscall.EINTR, slog.LevelDebug

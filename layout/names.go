@@ -6,7 +6,7 @@
 //	  .kafka_cleanshutdown                 present only after a clean shutdown
 //	  recovery-point-offset-checkpoint     text: version, count, "topic partition offset" lines
 //	  log-start-offset-checkpoint
-//	  <topic>.topic.properties             logfs: the topic's settings (Kafka property names)
+//	  <topic>.props                        logfs: the topic's settings (Kafka property names)
 //	  <topic>-<partition>/
 //	    00000000000000000000.log           RecordBatch v2, named by base offset, 20 digits
 //	    00000000000000000000.index         offset index
@@ -44,9 +44,18 @@ const (
 	CleanedSuffix  = ".cleaned"
 	SwapSuffix     = ".swap"
 	// TopicConfigSuffix names a topic's settings file at the top of the
-	// data directory: DATA/<topic>.topic.properties. Kafka keeps topic
-	// settings elsewhere (ZooKeeper or KRaft) and ignores plain files there.
-	TopicConfigSuffix = ".topic.properties"
+	// data directory: DATA/<topic>.props. Kafka keeps topic settings
+	// elsewhere (ZooKeeper or KRaft) and ignores plain files there. It is
+	// short so that the name of a topic of 249 characters, Kafka's limit,
+	// still fits in 255 bytes with it.
+	TopicConfigSuffix = ".props"
+	// LegacyTopicConfigSuffix named the settings file before: read, and
+	// renamed to TopicConfigSuffix at the next writable open. With it a
+	// name over 238 characters did not fit.
+	LegacyTopicConfigSuffix = ".topic.properties"
+	// TopicConfigTmp is the one temporary file settings files are written
+	// through (one at a time), named apart from every topic's.
+	TopicConfigTmp = "logfs-settings.tmp"
 	// LockFile is held (flock) by the process that has the log open for
 	// writing.
 	LockFile = ".lock"
@@ -63,8 +72,13 @@ const (
 )
 
 // maxTopicLength is Kafka's limit, 249 characters, which leaves room in a
-// 255-byte file name for "-<partition>" and the suffixes of a deleted dir.
+// 255-byte file name for "-<partition>" up to partition 99999. The name of
+// a deleted partition's folder cuts the topic short to fit, as Kafka does.
 const maxTopicLength = 249
+
+// MaxNameLength is the longest file name the data directory's file
+// systems take.
+const MaxNameLength = 255
 
 // SegmentFileName returns the name of a segment's file: the base offset
 // zero-padded to 20 digits, then suffix. ParseSegmentFileName reverses it;
@@ -96,8 +110,41 @@ func PartitionDirName(topic string, partition int) string {
 // before it is removed, as Kafka names it ("<topic>-<partition>.<uuid>-delete"):
 // a crash halfway through leaves a folder that no load takes for a
 // partition. unique makes the name unique (Kafka uses a UUID).
+//
+// As in Kafka, the topic is cut short where the whole name would pass
+// MaxNameLength: the folder is only ever removed, and IsDeletedPartitionDir
+// recognises it by its suffix.
 func DeletedPartitionDirName(topic string, partition int, unique uint64) string {
-	return fmt.Sprintf("%s.%032x-delete", PartitionDirName(topic, partition), unique)
+	suffix := fmt.Sprintf("-%d.%032x%s", partition, unique, deleteDirSuffix)
+	return topic[:min(len(topic), MaxNameLength-len(suffix))] + suffix
+}
+
+const deleteDirSuffix = "-delete"
+
+// IsDeletedPartitionDir reports whether name is a partition folder renamed
+// for deletion, by logfs or by Kafka: "<topic>-<partition>.<32 hex>-delete".
+func IsDeletedPartitionDir(name string) bool {
+	rest, ok := strings.CutSuffix(name, deleteDirSuffix)
+	if !ok {
+		return false
+	}
+	dot := strings.LastIndexByte(rest, '.')
+	if dot < 0 || len(rest)-dot-1 != 32 {
+		return false
+	}
+	for _, c := range rest[dot+1:] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return strings.LastIndexByte(rest[:dot], '-') > 0
+}
+
+// TopicsCollide reports whether two different topic names are the same
+// once '.' and '_' are taken alike, as Kafka's metric names take them:
+// Kafka refuses to create a topic that collides with an existing one.
+func TopicsCollide(a, b string) bool {
+	return a != b && strings.ReplaceAll(a, ".", "_") == strings.ReplaceAll(b, ".", "_")
 }
 
 // ParsePartitionDirName splits on the last '-', as Kafka does. Folders Kafka

@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -86,4 +87,27 @@ func TestDeletedPartitionDirName(t *testing.T) {
 	require.Equal(t, "orders-3.00000000000000000000000000000abc-delete", name)
 	_, _, ok := ParsePartitionDirName(name)
 	require.False(t, ok, "a folder being deleted is not a partition")
+}
+
+// TestDeletedPartitionDirNameFits: the folder of a deleted partition of a
+// topic of 249 characters still fits in a file name, as Kafka cuts it.
+func TestDeletedPartitionDirNameFits(t *testing.T) {
+	long := strings.Repeat("a", 249)
+	for _, p := range []int{0, 7, 99999} {
+		name := DeletedPartitionDirName(long, p, 1<<63)
+		require.LessOrEqual(t, len(name), MaxNameLength, name)
+		require.True(t, IsDeletedPartitionDir(name), name)
+		require.True(t, strings.HasSuffix(name, fmt.Sprintf("-%d.%032x-delete", p, uint64(1<<63))), name)
+	}
+	require.True(t, IsDeletedPartitionDir("orders-3.0123456789abcdef0123456789abcdef-delete"), "Kafka's")
+	for _, not := range []string{"orders-3", "orders-3.0123-delete", "x.0123456789abcdef0123456789abcdef-delete", "orders-3.0123456789abcdef0123456789abcdeg-delete"} {
+		require.False(t, IsDeletedPartitionDir(not), not)
+	}
+}
+
+func TestTopicsCollide(t *testing.T) {
+	require.True(t, TopicsCollide("a.b", "a_b"))
+	require.True(t, TopicsCollide("a_b.c", "a.b_c"))
+	require.False(t, TopicsCollide("a.b", "a.b"), "the same name is not a collision")
+	require.False(t, TopicsCollide("a.b", "a-b"))
 }

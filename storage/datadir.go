@@ -80,8 +80,15 @@ func isDataDirFile(name string) bool {
 			return true
 		}
 	}
-	topic, ok := strings.CutSuffix(name, layout.TopicConfigSuffix)
-	return ok && layout.ValidateTopic(topic) == nil
+	if name == layout.TopicConfigTmp {
+		return true
+	}
+	for _, suffix := range []string{layout.TopicConfigSuffix, layout.LegacyTopicConfigSuffix} {
+		if topic, ok := strings.CutSuffix(name, suffix); ok && layout.ValidateTopic(topic) == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // isPartitionDir reports whether dir is named and filled like a partition

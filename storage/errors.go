@@ -37,6 +37,11 @@ var (
 	// ErrTopicExists is returned when creating a topic that exists.
 	ErrTopicExists = errors.New("logfs/storage: topic already exists")
 
+	// ErrTopicCollides is returned when creating a topic whose name is
+	// an existing one's once '.' and '_' are taken alike (Kafka refuses
+	// it: the two would share metric names).
+	ErrTopicCollides = errors.New("logfs/storage: topic name collides with an existing one")
+
 	// ErrNoTopic and ErrNoPartition are returned for names that do not exist.
 	ErrNoTopic     = errors.New("logfs/storage: no such topic")
 	ErrNoPartition = errors.New("logfs/storage: no such partition")

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -88,6 +87,10 @@ type Log struct {
 	// opened: with no producer snapshot, Kafka then takes producer state
 	// as empty at the log end (see txnState.load).
 	cleanOpen bool
+
+	// settingsMu serialises writes of topic settings files: they share
+	// one temporary file (see writeTopicFile).
+	settingsMu sync.Mutex
 
 	// ckptMu serialises checkpoint writes: they share the files' .tmp
 	// names, and two at once could interleave into a corrupt file.
@@ -189,25 +192,34 @@ func (l *Log) open() error {
 		id    int
 		dir   string
 	}
-	var parts []part
+	files, legacy, err := l.topicFiles(entries)
+	if err != nil {
+		return err
+	}
+	if !l.opts.ReadOnly {
+		if err := l.finishTopics(entries, files, legacy); err != nil {
+			return fmt.Errorf("finish the topic creates and deletes a crash interrupted: %w", err)
+		}
+		if entries, err = fs.ReadDir(l.dir); err != nil {
+			return err
+		}
+	}
 	overrides := map[string]Overrides{}
+	for topic, tf := range files {
+		overrides[topic] = tf.overrides
+	}
+	var parts []part
 	for _, e := range entries {
-		name := e.Name()
 		if !e.IsDir() {
-			if topic, ok := strings.CutSuffix(name, layout.TopicConfigSuffix); ok && layout.ValidateTopic(topic) == nil {
-				o, err := l.readTopicConfig(filepath.Join(l.dir, name))
-				if err != nil {
-					return err
-				}
-				overrides[topic] = o
-			}
 			continue
 		}
-		topic, id, ok := layout.ParsePartitionDirName(name)
-		if !ok {
-			continue // "-delete", "-future" and "-stray" folders, and anything else
+		topic, id, ok := layout.ParsePartitionDirName(e.Name())
+		if !ok || files[topic].state != topicLive {
+			// "-delete", "-future" and "-stray" folders, anything else, and
+			// (read-only) a topic a crash left half created or deleted.
+			continue
 		}
-		parts = append(parts, part{topic, id, filepath.Join(l.dir, name)})
+		parts = append(parts, part{topic, id, filepath.Join(l.dir, e.Name())})
 	}
 	opts := make([]recovery.PartitionOptions, len(parts))
 	for i, p := range parts {
@@ -304,18 +316,6 @@ func (l *Log) readCheckpoint(name string) map[recovery.TopicPartition]record.Off
 		return nil
 	}
 	return m
-}
-
-func (l *Log) readTopicConfig(path string) (Overrides, error) {
-	data, err := vfs.ReadFile(l.fs, path)
-	if err != nil {
-		return nil, err
-	}
-	o, err := ParseOverrides(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return o, nil
 }
 
 // openSegments opens the segments of every loaded partition, on a pool of
@@ -460,23 +460,34 @@ func (l *Log) CreateTopic(name string, partitions int, o Overrides) (*Topic, err
 	if l.topics[name] != nil {
 		return nil, fmt.Errorf("%q: %w", name, ErrTopicExists)
 	}
-	t := newTopic(l, name, o)
-	if err := t.writeConfig(o); err != nil {
+	for other := range l.topics {
+		if layout.TopicsCollide(name, other) {
+			return nil, fmt.Errorf("%w: %q collides with the existing topic %q: Kafka takes '.' and '_' alike in topic names", ErrTopicCollides, name, other)
+		}
+	}
+	// Whole or not at all (see topicfile.go): marked as being created
+	// until its last partition is durable.
+	if err := l.writeTopicFile(name, topicFile{overrides: o, state: topicCreating}); err != nil {
 		return nil, err
 	}
+	t := newTopic(l, name, o)
 	for i := 0; i < partitions; i++ {
 		if _, err := t.AddPartition(i); err != nil {
-			t.close()
-			return nil, err
+			return nil, errors.Join(err, l.removeTopic(t))
 		}
+	}
+	if err := l.writeTopicFile(name, topicFile{overrides: o}); err != nil {
+		return nil, errors.Join(err, l.removeTopic(t))
 	}
 	l.topics[name] = t
 	return t, nil
 }
 
-// DeleteTopic closes a topic and removes its partitions and settings. Each
-// partition folder is first renamed aside, as Kafka does, so a crash halfway
-// leaves no half-deleted partition behind.
+// DeleteTopic closes a topic and removes its partitions and settings, all
+// of them or, after a crash, none: the topic's settings file first says it
+// is being deleted, durably, and an Open that finds it so finishes the
+// delete (see topicfile.go). Each partition folder is renamed aside before
+// it is removed, as Kafka does.
 func (l *Log) DeleteTopic(name string) error {
 	if l.opts.ReadOnly {
 		return ErrReadOnly
@@ -487,17 +498,35 @@ func (l *Log) DeleteTopic(name string) error {
 	if t == nil {
 		return fmt.Errorf("%q: %w", name, ErrNoTopic)
 	}
-	delete(l.topics, name)
-	errs := []error{t.close()}
-	for _, p := range t.Partitions() {
-		doomed := filepath.Join(l.dir, layout.DeletedPartitionDirName(t.name, p.id, uint64(l.now().UnixNano())))
-		if err := l.fs.Rename(p.dir, doomed); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		errs = append(errs, l.fs.SyncDir(l.dir), l.fs.RemoveAll(doomed))
+	if err := l.writeTopicFile(name, topicFile{overrides: t.Overrides(), state: topicDeleting}); err != nil {
+		return err // the topic stays, whole
 	}
-	errs = append(errs, t.writeConfig(nil), l.fs.SyncDir(l.dir))
+	delete(l.topics, name)
+	return l.removeTopic(t)
+}
+
+// removeTopic closes t and removes its partition folders, then its
+// settings file, each step durable before the next. An error leaves the
+// rest for the next writable Open, which the settings file tells.
+func (l *Log) removeTopic(t *Topic) error {
+	errs := []error{t.close()}
+	var doomed []string
+	for _, p := range t.Partitions() {
+		to := filepath.Join(l.dir, layout.DeletedPartitionDirName(t.name, p.id, uint64(l.now().UnixNano())))
+		if err := l.fs.Rename(p.dir, to); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		doomed = append(doomed, to)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, d := range doomed {
+		if err := l.fs.RemoveAll(d); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+	}
+	errs = append(errs, l.writeTopicFile(t.name, topicFile{}))
 	return errors.Join(errs...)
 }
 

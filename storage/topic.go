@@ -3,7 +3,6 @@ package storage
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -11,7 +10,6 @@ import (
 	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/record"
 	"github.com/logfs/logfs/recovery"
-	"github.com/logfs/logfs/vfs"
 )
 
 // Topic is a named set of partitions sharing settings.
@@ -107,7 +105,11 @@ func (t *Topic) AddPartition(id int) (*Partition, error) {
 // makes them durable before the partition is used.
 func (t *Topic) createPartition(id int) (*Partition, error) {
 	fs := t.log.fs
-	dir := filepath.Join(t.log.dir, layout.PartitionDirName(t.name, id))
+	name := layout.PartitionDirName(t.name, id)
+	if len(name) > layout.MaxNameLength {
+		return nil, fmt.Errorf("%w: the folder of partition %d of a topic named with %d characters would pass %d bytes", ErrInvalidPartition, id, len(t.name), layout.MaxNameLength)
+	}
+	dir := filepath.Join(t.log.dir, name)
 	if _, err := fs.Stat(dir); err == nil {
 		return nil, fmt.Errorf("%w: %s exists", ErrTopicExists, dir)
 	}
@@ -148,16 +150,8 @@ func (t *Topic) SetConfig(o Overrides) error {
 	return nil
 }
 
-func (t *Topic) configPath() string { return filepath.Join(t.log.dir, t.name+layout.TopicConfigSuffix) }
-
 func (t *Topic) writeConfig(o Overrides) error {
-	if len(o) == 0 {
-		if err := t.log.fs.Remove(t.configPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		return nil
-	}
-	return vfs.WriteFileAtomic(t.log.fs, t.configPath(), o.Format(t.name))
+	return t.log.writeTopicFile(t.name, topicFile{overrides: o})
 }
 
 // close closes every partition.

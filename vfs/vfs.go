@@ -147,7 +147,13 @@ func (f osFile) Sync() error {
 // old file or the new one: write name.tmp, fsync it, rename it over name,
 // fsync the directory.
 func WriteFileAtomic(fs FS, name string, data []byte) error {
-	tmp := name + ".tmp"
+	return WriteFileAtomicVia(fs, name, name+".tmp", data)
+}
+
+// WriteFileAtomicVia is WriteFileAtomic through the temporary file tmp, in
+// the same directory, for a name too long to take ".tmp". The caller makes
+// sure no two writes share tmp at once.
+func WriteFileAtomicVia(fs FS, name, tmp string, data []byte) error {
 	f, err := fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err

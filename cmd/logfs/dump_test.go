@@ -114,7 +114,7 @@ func TestDumpErrors(t *testing.T) {
 	fails(t, dir, exitUsage, "missing FILE", "dump")
 	fails(t, dir, exitUsage, "unknown flag: --deep-iteration", "dump", "--deep-iteration", logPath)
 	fails(t, dir, exitFailure, "no such file or directory", "dump", filepath.Join(bad, "00000000000000000000.log"))
-	fails(t, dir, exitFailure, "not a .log, .index or .timeindex file", "dump", filepath.Join(dir, "logfs-data", "orders.topic.properties"))
+	fails(t, dir, exitFailure, "not a .log, .index or .timeindex file", "dump", filepath.Join(dir, "logfs-data", "orders.props"))
 	fails(t, dir, exitFailure, "must be named by its segment's base offset", "dump", write("foo.index", nil))
 
 	// A flipped byte inside the first batch: its CRC fails.

@@ -52,7 +52,7 @@ func newTopicCreate() *cobra.Command {
 		Use:   "create [--data DIR] [--partitions N] [--config k=v …] NAME",
 		Short: "Create a topic",
 		Long: `Create a topic with N partitions (1 by default). --config sets a topic
-property under its Kafka name; it is kept in DATA/NAME.topic.properties.
+property under its Kafka name; it is kept in DATA/NAME.props.
 Properties: ` + strings.Join(storage.PropertyNames(), ", ") + `.`,
 		Example: `  logfs topic create orders
   logfs topic create --partitions 3 --config segment.bytes=1048576 --config retention.ms=-1 orders`,
@@ -76,8 +76,11 @@ Properties: ` + strings.Join(storage.PropertyNames(), ", ") + `.`,
 				return err
 			}
 			_, err = l.CreateTopic(name, partitions, o)
-			if errors.Is(err, storage.ErrTopicExists) {
+			switch {
+			case errors.Is(err, storage.ErrTopicExists):
 				err = fmt.Errorf("topic %q already exists in %s", name, dir)
+			case errors.Is(err, storage.ErrTopicCollides):
+				err = errors.New(strings.TrimPrefix(err.Error(), storage.ErrTopicCollides.Error()+": "))
 			}
 			if err = closeLog(l, err); err != nil {
 				return err
@@ -184,9 +187,12 @@ func newTopicDelete() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delete [--data DIR] NAME",
 		Short: "Delete a topic and all its records",
-		Long: `Delete a topic: its partition folders and its settings file. Each
-partition folder is renamed aside first, so an interrupted delete leaves no
-half-deleted partition behind.`,
+		Long: `Delete a topic: its partition folders and its settings file. The settings
+file first records, durably, that the topic is being deleted: if the delete
+is interrupted (a kill, a crash), the topic is gone for every reader, none of
+its partitions shows, and the next command or mount that opens the data
+directory for writing removes what is left. Creating a topic of several
+partitions is all or nothing in the same way.`,
 		Example: `  logfs topic delete orders`,
 		Args:    args("NAME"),
 		RunE: func(cmd *cobra.Command, a []string) error {

@@ -17,7 +17,7 @@ func TestTopicLifecycle(t *testing.T) {
 	require.Contains(t, out, "created topic orders with 3 partitions")
 	// Flags after the name, and --data given explicitly.
 	ok(t, dir, "", "topic", "create", "payments", "--data", "./logfs-data", "-p", "1")
-	require.FileExists(t, filepath.Join(dir, "logfs-data", "orders.topic.properties"))
+	require.FileExists(t, filepath.Join(dir, "logfs-data", "orders.props"))
 
 	require.Equal(t, "orders\npayments\n", ok(t, dir, "", "topic", "list"))
 
@@ -37,7 +37,7 @@ func TestTopicLifecycle(t *testing.T) {
 
 	require.Contains(t, ok(t, dir, "", "topic", "delete", "orders"), "deleted topic orders")
 	require.Equal(t, "payments\n", ok(t, dir, "", "topic", "list"))
-	require.NoFileExists(t, filepath.Join(dir, "logfs-data", "orders.topic.properties"))
+	require.NoFileExists(t, filepath.Join(dir, "logfs-data", "orders.props"))
 	require.NoDirExists(t, filepath.Join(dir, "logfs-data", "orders-0"))
 }
 
