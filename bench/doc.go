@@ -40,6 +40,32 @@
 //	tail          tail -n 10 offset/0                     tail -n 10 of a file of the same text
 //	head          head -n 1 offset/N, random N            head -n 1 of that file (no lookup)
 //	cat>>append   cat FILE >> TOPIC/0/append              cat FILE >> a plain file
+//	readers       each reader on offset/0, first and      the same reader on a plain file of the
+//	              second read (see below)                 same text (warm)
+//	pread         4 KiB pread(2) at random positions of   the same preads of that file
+//	              offset/0: new ones, then the same again
+//	open          open offset/N, read a line (4 KiB       open that file, seek to record N, read
+//	              bufio), close; random N                 a line, close
+//	concurrent    dd bs=1M of offset/(k*n/4), a quarter   the same byte ranges of that file
+//	              of the records each: one alone, four
+//	              at once (first, second read)
+//	write         write(2) of one line at a time to a     the same writes to the floor: a go-fuse
+//	              new topic's append file                 server that does nothing (floorfs), and
+//	                                                      to a plain file
+//
+// The readers are dd bs=4k, 64k and 1M, cat (st_blksize, 1 MiB), wc -l
+// (16 KiB reads), mawk (4 KiB), Go's bufio.Scanner (4 KiB, in this
+// process), Python's `for line in f` (8 KiB) and `f.read(1 MiB)` (into an
+// unaligned buffer, which arrives as two requests), and grep -c (96 KiB);
+// those missing from the machine are skipped and named in the progress
+// lines. A first read runs with the kernel's cache of the mount's file
+// dropped (FADV_DONTNEED), a second read right after it; both are
+// compared with the same reader on the plain file, which is always warm.
+// concurrent's four first reads are compared with one reader's first read
+// (the aggregate should use both CPUs), its second reads with four on the
+// plain file; the mount's write rows with the floor's. The mount's RSS
+// before and after the readers phase is reported: it must not grow with
+// what the mount served.
 //
 // memory mounts a data directory of its own, Options.Segments segments of
 // one batch each in 10 partitions, and records the mount process's VmRSS,

@@ -44,11 +44,27 @@ func (r *runner) startMount(ctx context.Context, dataDir, mp string, opts string
 // startMountArgs runs EXE ARGS…, a mount at mp, and waits until it is
 // ready.
 func (r *runner) startMountArgs(ctx context.Context, mp string, args ...string) (*mountProc, error) {
+	return r.startServer(ctx, mp, r.o.Exe, args...)
+}
+
+// startFloor runs FLOOREXE bench-floor --size N MP: the go-fuse floor
+// (package floorfs), a child process as the mount is.
+func (r *runner) startFloor(ctx context.Context, mp string, size int64) (*mountProc, error) {
+	exe := r.o.FloorExe
+	if exe == "" {
+		exe = r.o.Exe
+	}
+	return r.startServer(ctx, mp, exe, "bench-floor", "--size", strconv.FormatInt(size, 10), mp)
+}
+
+// startServer runs a FUSE server child that mounts at mp and says
+// "ready:" on stderr, and waits until it has.
+func (r *runner) startServer(ctx context.Context, mp, exe string, args ...string) (*mountProc, error) {
 	if err := os.MkdirAll(mp, 0o755); err != nil {
 		return nil, err
 	}
 	m := &mountProc{mp: mp, done: make(chan struct{})}
-	m.cmd = exec.Command(r.o.Exe, args...)
+	m.cmd = exec.Command(exe, args...)
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	pipe, err := m.cmd.StderrPipe()
 	if err != nil {
@@ -80,13 +96,16 @@ func (r *runner) startMountArgs(ctx context.Context, mp string, args ...string) 
 	case <-ready:
 		return m, nil
 	case <-m.done:
-		return nil, fmt.Errorf("logfs mount exited before it was ready (%v): %s", m.err, strings.TrimSpace(m.errors()))
+		return nil, fmt.Errorf("%s %s exited before it was ready (%v): %s", filepath.Base(exe), args[0], m.err, strings.TrimSpace(m.errors()))
 	case <-time.After(60 * time.Second):
-		return nil, fmt.Errorf("logfs mount not ready after 60 s: %s", m.errors())
+		return nil, fmt.Errorf("%s %s not ready after 60 s: %s", filepath.Base(exe), args[0], m.errors())
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
+
+// pid returns the server's process id.
+func (m *mountProc) pid() int { return m.cmd.Process.Pid }
 
 func (m *mountProc) errors() string {
 	m.mu.Lock()
@@ -293,6 +312,31 @@ func (r *runner) toolPhases(ctx context.Context, dataDir string, p *payload, n i
 
 	if o.wants(PhaseCatAppend) {
 		if err := r.catAppend(ctx, work, mp, p, n); err != nil {
+			return err
+		}
+	}
+	if o.wants(PhaseReaders) {
+		if err := r.readersPhase(ctx, m, rec0, plain, p, n); err != nil {
+			return err
+		}
+	}
+	if o.wants(PhasePread) {
+		if err := r.preadPhase(ctx, rec0, plain, p, n); err != nil {
+			return err
+		}
+	}
+	if o.wants(PhaseOpen) {
+		if err := r.openPhase(ctx, mp, plain, p, n); err != nil {
+			return err
+		}
+	}
+	if o.wants(PhaseConcurrent) {
+		if err := r.concurrentPhase(ctx, mp, plain, p, n); err != nil {
+			return err
+		}
+	}
+	if o.wants(PhaseWrite) {
+		if err := r.writePhase(ctx, work, mp, p); err != nil {
 			return err
 		}
 	}

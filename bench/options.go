@@ -23,12 +23,17 @@ const (
 	PhaseTail       = "tail"
 	PhaseHead       = "head"
 	PhaseCatAppend  = "cat>>append"
+	PhaseReaders    = "readers"
+	PhasePread      = "pread"
+	PhaseOpen       = "open"
+	PhaseConcurrent = "concurrent"
+	PhaseWrite      = "write"
 	PhaseMemory     = "memory"
 )
 
 var (
 	apiPhases   = []string{PhaseAppend, PhaseAppendSync, PhaseLookup, PhaseLookupTime, PhaseRead, PhaseMixed}
-	mountPhases = []string{PhaseCat, PhaseTail, PhaseHead, PhaseCatAppend, PhaseMemory}
+	mountPhases = []string{PhaseCat, PhaseTail, PhaseHead, PhaseCatAppend, PhaseReaders, PhasePread, PhaseOpen, PhaseConcurrent, PhaseWrite, PhaseMemory}
 	allPhases   = append(slices.Clone(apiPhases), mountPhases...)
 )
 
@@ -47,6 +52,7 @@ const (
 	SubjectRaw   = "raw"   // write(2)/read(2) of the same values, no index
 	SubjectMount = "mount" // a tool reading or writing through a logfs mount
 	SubjectPlain = "plain" // the same tool on plain files
+	SubjectFloor = "floor" // the same writes to a go-fuse server that does nothing (package floorfs)
 )
 
 // MinSize is the smallest record value: 16 hex digits of the offset and 8
@@ -110,6 +116,10 @@ type Options struct {
 	// Exe is the logfs binary whose mount subcommand serves the mounts;
 	// required by the mount phases and memory.
 	Exe string `json:"-"`
+	// FloorExe is the logfs binary whose bench-floor subcommand serves
+	// the write phase's floor (it may be newer than Exe, when Exe is an
+	// older build measured for comparison); "" means Exe.
+	FloorExe string `json:"-"`
 }
 
 // DefaultOptions returns the defaults of logfs bench: the storage API

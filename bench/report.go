@@ -22,8 +22,12 @@ type Report struct {
 	// and subject.
 	Results []Result `json:"results"`
 	Memory  *Memory  `json:"memory,omitempty"` // the memory phase, if run
-	Targets []Target `json:"targets"`
-	Wrong   int64    `json:"wrong_answers"` // over all results and memory
+	// MountRSS is the mount process's resident memory before and after
+	// the readers phase, by record size: it must not grow with what the
+	// mount served (the kernel's page cache may).
+	MountRSS []MountRSS `json:"mount_rss,omitempty"`
+	Targets  []Target   `json:"targets"`
+	Wrong    int64      `json:"wrong_answers"` // over all results and memory
 }
 
 // Err returns an error wrapping ErrWrongAnswer when the run found a wrong
@@ -46,7 +50,12 @@ type Result struct {
 	Size    int    `json:"record_size"`
 	Batch   int    `json:"batch,omitempty"`
 	Subject string `json:"subject"`
-	What    string `json:"what"` // the command or call measured
+	// Case tells the cells of one phase apart (the reader program, the
+	// kind of read), and Pass, on mount rows, whether the kernel had the
+	// file cached (PassFirst, PassSecond).
+	Case string `json:"case,omitempty"`
+	Pass string `json:"pass,omitempty"`
+	What string `json:"what"` // the command or call measured
 
 	Ops     int64         `json:"ops"`     // timed operations: records, calls, lookups, tool runs
 	Records int64         `json:"records"` // records moved (0 for latency phases)
@@ -107,6 +116,15 @@ func (r *Result) wrong(err error) {
 		r.WrongExample = err.Error()
 	}
 	r.Wrong++
+}
+
+// MountRSS is the mount's VmRSS around the readers phase of one record
+// size, which served Served bytes.
+type MountRSS struct {
+	Size   int   `json:"record_size"`
+	Before int64 `json:"before_bytes"`
+	After  int64 `json:"after_bytes"`
+	Served int64 `json:"served_bytes"`
 }
 
 // Memory is what the memory phase found.
@@ -207,10 +225,10 @@ func SumWrong[R any](runs []R, wrong func(R) (int64, string)) (n int64, example 
 // sorts the cells in report order.
 func medians(rs []Result) []Result {
 	type cell struct {
-		phase, subj string
-		size, batch int
+		phase, subj, c, pass string
+		size, batch          int
 	}
-	out := MedianRuns(rs, func(r Result) cell { return cell{r.Phase, r.Subject, r.Size, r.Batch} },
+	out := MedianRuns(rs, func(r Result) cell { return cell{r.Phase, r.Subject, r.Case, r.Pass, r.Size, r.Batch} },
 		func(r Result) float64 { return r.NsPerOp },
 		func(m Result, runs []Result) Result {
 			m.Runs, m.MinNsOp, m.MaxNsOp = len(runs), runs[0].NsPerOp, runs[len(runs)-1].NsPerOp
@@ -219,13 +237,19 @@ func medians(rs []Result) []Result {
 		})
 	slices.SortStableFunc(out, func(a, b Result) int {
 		return cmp.Or(cmp.Compare(a.Size, b.Size), cmp.Compare(slices.Index(allPhases, a.Phase), slices.Index(allPhases, b.Phase)),
-			cmp.Compare(a.Batch, b.Batch), cmp.Compare(subjRank(a.Subject), subjRank(b.Subject)))
+			cmp.Compare(a.Batch, b.Batch), cmp.Compare(caseRank(rs, a), caseRank(rs, b)),
+			cmp.Compare(subjRank(a.Subject), subjRank(b.Subject)), cmp.Compare(a.Pass, b.Pass))
 	})
 	return out
 }
 
 func subjRank(s string) int {
-	return slices.Index([]string{SubjectLogfs, SubjectMount, SubjectRaw, SubjectPlain}, s)
+	return slices.Index([]string{SubjectLogfs, SubjectMount, SubjectRaw, SubjectFloor, SubjectPlain}, s)
+}
+
+// caseRank orders the cases of a phase as they were first measured.
+func caseRank(rs []Result, r Result) int {
+	return slices.IndexFunc(rs, func(x Result) bool { return x.Phase == r.Phase && x.Size == r.Size && x.Case == r.Case })
 }
 
 // ratios sets Baseline and VsBase on logfs and mount rows.
@@ -238,10 +262,30 @@ func ratios(rs []Result) {
 		}
 		return nil
 	}
+	findCase := func(like *Result, subj, c, pass string) *Result {
+		for i := range rs {
+			if r := &rs[i]; r.Phase == like.Phase && r.Size == like.Size && r.Subject == subj && r.Case == c && r.Pass == pass && r.Elapsed > 0 {
+				return r
+			}
+		}
+		return nil
+	}
 	for i := range rs {
 		r := &rs[i]
 		var base *Result
 		switch {
+		case r.Phase == PhaseConcurrent && r.Subject == SubjectMount && r.Case == "four readers" && r.Pass == PassFirst:
+			// The target: four first reads use both CPUs, against one.
+			base = findCase(r, SubjectMount, "one reader", PassFirst)
+			if base != nil {
+				r.Baseline = "one reader"
+				r.VsBase = base.unitNs() / r.unitNs()
+			}
+			continue
+		case r.Phase == PhaseWrite && r.Subject != SubjectFloor:
+			base = findCase(r, SubjectFloor, r.Case, "")
+		case r.Case != "" && r.Subject == SubjectMount:
+			base = findCase(r, SubjectPlain, r.Case, "")
 		case r.Subject == SubjectMount:
 			base = find(r.Phase, SubjectPlain, r.Size, r.Batch)
 		case r.Subject != SubjectLogfs:
@@ -282,7 +326,42 @@ func targets(rep *Report) []Target {
 			add("tail -n 10 offset/0 < 20 ms", fmt.Sprintf("%s: p50 %s, p99 %s", where, DurationCell(r.P50), DurationCell(r.P99)), r.P50.Seconds()*1e3, r.P50 < 20*time.Millisecond)
 		case r.Subject == SubjectMount && r.Phase == PhaseCatAppend:
 			add("cat >> append >= 300 MB/s", fmt.Sprintf("%s: %.0f MB/s", where, r.MBps), r.MBps, r.MBps >= 300)
+			if r.VsBase > 0 {
+				want := 0.5
+				if r.Size < 1024 {
+					want = 0.35
+				}
+				add(fmt.Sprintf("cat >> append >= %.2gx plain", want), fmt.Sprintf("%s: %.2fx", where, r.VsBase), r.VsBase, r.VsBase >= want)
+			}
+		case r.Subject == SubjectMount && r.Phase == PhaseHead && r.VsBase > 0:
+			add("head -n 1 offset/N within 1.5x of plain", fmt.Sprintf("%s: %.2fx (p50 %s)", where, 1/r.VsBase, DurationCell(r.P50)), 1/r.VsBase, r.VsBase >= 1/1.5)
+		case r.Subject == SubjectMount && r.Phase == PhaseReaders && r.VsBase > 0:
+			want := 0.85
+			if r.Pass == PassFirst {
+				want = 0.5
+			}
+			add(fmt.Sprintf("%s read >= %.2gx plain", r.Pass, want), fmt.Sprintf("%s, %s: %.2fx (%.0f vs %.0f MB/s)", where, r.Case, r.VsBase, r.MBps, r.MBps/r.VsBase), r.VsBase, r.VsBase >= want)
+		case r.Subject == SubjectMount && r.Phase == PhasePread:
+			limit := 50 * time.Microsecond
+			if r.Pass == PassSecond {
+				limit = 5 * time.Microsecond
+			}
+			add(fmt.Sprintf("4 KiB pread at a %s: p50 < %s", r.Case, DurationCell(limit)), fmt.Sprintf("%s: p50 %s, p99 %s", where, DurationCell(r.P50), DurationCell(r.P99)), r.P50.Seconds()*1e6, r.P50 < limit)
+		case r.Subject == SubjectMount && r.Phase == PhaseOpen:
+			add("open offset/N + first line: p50 < 1 ms", fmt.Sprintf("%s: p50 %s, p99 %s", where, DurationCell(r.P50), DurationCell(r.P99)), r.P50.Seconds()*1e3, r.P50 < time.Millisecond)
+		case r.Subject == SubjectMount && r.Phase == PhaseConcurrent && r.Case == "four readers" && r.VsBase > 0:
+			if r.Pass == PassFirst {
+				add("four first reads >= 1.5x one reader's, in aggregate", fmt.Sprintf("%s: %.2fx (%.0f MB/s)", where, r.VsBase, r.MBps), r.VsBase, r.VsBase >= 1.5)
+			} else {
+				add("four second reads >= 0.85x four on plain files", fmt.Sprintf("%s: %.2fx (%.0f MB/s)", where, r.VsBase, r.MBps), r.VsBase, r.VsBase >= 0.85)
+			}
+		case r.Subject == SubjectMount && r.Phase == PhaseWrite && r.VsBase > 0:
+			add("one-line writes within 2x of the go-fuse floor", fmt.Sprintf("%s: %.2fx the floor's time per write (%s vs %s)", where, 1/r.VsBase, NanosCell(r.unitNs()), NanosCell(r.unitNs()*r.VsBase)), 1/r.VsBase, r.VsBase >= 0.5)
 		}
+	}
+	for _, m := range rep.MountRSS {
+		grew := m.After - m.Before
+		add("mount RSS does not grow with what it served", fmt.Sprintf("%d B: %+.1f MiB after serving %s", m.Size, float64(grew)/(1<<20), sizeCell(m.Served)), float64(grew)/(1<<20), grew < 64<<20)
 	}
 	if m := rep.Memory; m != nil && len(m.Steps) > 0 {
 		add(fmt.Sprintf("mount of %d segments < 150 MB RSS", m.Segments), fmt.Sprintf("peak RSS %s", sizeCell(m.PeakRSS)), float64(m.PeakRSS)/1e6, m.PeakRSS < 150e6)

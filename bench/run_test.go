@@ -113,6 +113,7 @@ func TestRunFailsOnWrongData(t *testing.T) {
 	}{
 		"sequential read":       {phase: PhaseRead},
 		"cat through the mount": {phase: PhaseCat, mount: true},
+		"preads of the mount":   {phase: PhasePread, mount: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -134,6 +135,41 @@ func TestRunFailsOnWrongData(t *testing.T) {
 			requireCleanedUp(t, o.Dir)
 		})
 	}
+}
+
+// TestRunReaderPhases runs the reader phases on a tiny data set: every
+// case gives its rows, each mount row has its baseline, and every output
+// checked is right.
+func TestRunReaderPhases(t *testing.T) {
+	fusetest.Require(t)
+	o := tinyOptions(t, PhaseReaders, PhasePread, PhaseOpen, PhaseConcurrent, PhaseWrite)
+	o.Exe, o.Count = logfsBinary(t), 1
+	rep, err := Run(context.Background(), o, nil)
+	require.NoError(t, err)
+	requireCleanedUp(t, o.Dir)
+	require.NoError(t, rep.Err())
+	cells := map[string]int{}
+	for _, r := range rep.Results {
+		cells[r.Phase+"/"+r.Subject+"/"+r.Pass]++
+		if r.Subject == SubjectMount {
+			require.Positive(t, r.VsBase, "%s %s %s has no baseline", r.Phase, r.Case, r.Pass)
+		}
+	}
+	tools, _ := readerTools()
+	require.Equal(t, len(tools), cells["readers/mount/first"])
+	require.Equal(t, len(tools), cells["readers/mount/second"])
+	require.Equal(t, len(tools), cells["readers/plain/"])
+	require.Equal(t, 1, cells["pread/mount/first"])
+	require.Equal(t, 1, cells["pread/mount/second"])
+	require.Equal(t, 1, cells["open/mount/"])
+	require.Equal(t, 2, cells["concurrent/mount/first"], "one reader and four")
+	require.Equal(t, 1, cells["concurrent/mount/second"])
+	require.Equal(t, 1, cells["write/floor/"])
+	require.Equal(t, 1, cells["write/mount/"])
+	require.Len(t, rep.MountRSS, 1)
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	require.Contains(t, table.String(), "one-line writes within 2x of the go-fuse floor")
 }
 
 func TestRunRejectsInvalidOptions(t *testing.T) {

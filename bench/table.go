@@ -91,6 +91,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(w, "WRONG %d: %s\n", mem.Wrong, mem.WrongExample)
 		}
 	}
+	for _, m := range rep.MountRSS {
+		fmt.Fprintf(w, "\nmount RSS around the readers phase (%d B): %s before, %s after serving %s\n", m.Size, sizeCell(m.Before), sizeCell(m.After), sizeCell(m.Served))
+	}
 	if len(rep.Targets) > 0 {
 		fmt.Fprintf(w, "\n== targets (those against liftbridge: bench/peers) ==\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

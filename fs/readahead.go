@@ -1,9 +1,13 @@
 package fs
 
 import (
+	"fmt"
+	"os"
+	"strconv"
 	"sync"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/logfs/logfs/storage"
 )
@@ -135,3 +139,35 @@ func (a *aheadRead) Slices() ([][]byte, fuse.Status)    { return [][]byte{a.buf[
 func (a *aheadRead) Bytes([]byte) ([]byte, fuse.Status) { return a.buf[:a.n], fuse.OK }
 func (a *aheadRead) Size() int                          { return a.n }
 func (a *aheadRead) Done()                              { putAheadBuf(a.buf) }
+
+// ReadAheadKB is the read-ahead window a mount asks of the kernel, in KiB:
+// the read_ahead_kb of the mount's backing device, which is 128 KiB by
+// default and which the FUSE INIT reply can only lower. A first read
+// through the page cache then arrives as requests of up to MaxWrite, the
+// next ones already on their way while the reader copies the last.
+const ReadAheadKB = 1024
+
+// RaiseReadAhead sets the read-ahead window of the file system mounted at
+// mountpoint to ReadAheadKB, where this process may (root may; others get
+// EACCES from sysfs, and the kernel's 128 KiB stays). It returns what it
+// could not do, which costs speed, never correctness.
+func RaiseReadAhead(mountpoint string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(mountpoint, &st); err != nil {
+		return err
+	}
+	path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	return os.WriteFile(path, []byte(strconv.Itoa(ReadAheadKB)), 0)
+}
+
+// FUSEMountOptions returns o with the settings of the read and write path
+// that logfs mounts with, so that the benchmarks' floor (package
+// internal/floorfs) is mounted the same way.
+func FUSEMountOptions(o fuse.MountOptions) fuse.MountOptions {
+	o.MaxWrite = DefaultMaxWrite
+	// Reads are answered from rendered bytes in memory, never from a
+	// file descriptor; without this go-fuse would still prepare a pipe
+	// for every reply before falling back to writev.
+	o.DisableSplice = true
+	return o
+}

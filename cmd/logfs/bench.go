@@ -16,13 +16,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/logfs/logfs/bench"
+	"github.com/logfs/logfs/internal/floorfs"
 )
 
 // logfs bench is the command line of package bench (the workloads, their
 // baselines and the report): flags, their checks in the flags' words, the
 // report on stdout. The peers are measured by bench/peers, its own module.
 
-func init() { addCommand(newBenchCommand) }
+func init() {
+	addCommand(newBenchCommand)
+	addCommand(newBenchFloorCommand)
+}
 
 // runBench is bench.Run; tests replace it.
 var runBench = bench.Run
@@ -62,6 +66,17 @@ against the same tool on plain files:
   tail          tail -n 10 offset/0 vs tail -n 10 of a plain file of the same text
   head          head -n 1 offset/N, random N, vs head -n 1 of that plain file
   cat>>append   cat FILE >> TOPIC/0/append vs cat FILE >> a plain file
+  readers       dd bs=4k/64k/1M, cat, wc -l, mawk, Go bufio.Scanner, Python
+                (for line in f, read(1 MiB)), grep -c on offset/0, first
+                read (kernel cache dropped) and second, vs a plain file
+  pread         4 KiB preads at random positions of offset/0: new ones,
+                then the same again, vs the same preads of the plain file
+  open          open offset/N, read its first line, close, vs a seek in
+                the plain file
+  concurrent    four dd bs=1M at once, a quarter of the records each, vs
+                one alone (first reads) and vs four on the plain file
+  write         one-line write(2)s to an append file vs a go-fuse server
+                that does nothing (the floor) and a plain file
   memory        a mount of --segments segments: peak RSS, memory mappings
                 before and after ls -R and a few reads (mount needs root
                 or fusermount3, and /dev/fuse)
@@ -104,10 +119,11 @@ the load average; compare ratios measured in the same run.`,
 			if o.Phases, err = parseBenchPhases(phases, mount); err != nil {
 				return err
 			}
+			if o.FloorExe, err = os.Executable(); err != nil {
+				return err
+			}
 			if o.Exe == "" {
-				if o.Exe, err = os.Executable(); err != nil {
-					return err
-				}
+				o.Exe = o.FloorExe
 			}
 			if err := o.Validate(); err != nil {
 				return usageErrorf("%v", err)
@@ -158,7 +174,7 @@ the load average; compare ratios measured in the same run.`,
 	f.IntVar(&o.ToolRuns, "tool-runs", o.ToolRuns, "tail and head: runs per measurement (latency samples)")
 	f.IntVar(&o.Segments, "segments", o.Segments, "memory: segments of the mounted data directory")
 	f.StringVar(&phases, "phases", "", "comma-separated phases (default: "+strings.Join(bench.APIPhases(), ",")+", and with --mount "+strings.Join(bench.MountPhases(), ",")+")")
-	f.BoolVar(&mount, "mount", false, "also measure through a FUSE mount (cat, tail, head, cat >> append, memory)")
+	f.BoolVar(&mount, "mount", false, "also measure through a FUSE mount (cat, tail, head, cat >> append, readers, pread, open, concurrent, write, memory)")
 	f.BoolVar(&cluster, "cluster", false, "instead, measure a mount of a Kafka cluster (a fake one in this process) against kcat: cold and warm cat, tail -f lag, cat >> append (256 MiB of 1 KiB records unless --data-bytes and --size say otherwise; needs kcat)")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "seed of values and random offsets")
 	f.StringVar(&o.Dir, "dir", o.Dir, "parent of the run's temporary directory (default: system temp dir)")
@@ -166,6 +182,37 @@ the load average; compare ratios measured in the same run.`,
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")
 	f.StringVar(&o.Exe, "logfs-binary", o.Exe, "logfs binary that serves the mount (default: this one)")
 	_ = f.MarkHidden("logfs-binary")
+	return cmd
+}
+
+// newBenchFloorCommand is bench's floor: a go-fuse server that does
+// nothing but answer (package floorfs), which the write phase measures
+// against; hidden, as only bench runs it.
+func newBenchFloorCommand() *cobra.Command {
+	var o floorfs.Options
+	cmd := &cobra.Command{
+		Use:    "bench-floor [--size N] [--direct-io] MOUNTPOINT",
+		Short:  "Serve logfs bench's transport floor (internal)",
+		Hidden: true,
+		Args:   args("MOUNTPOINT"),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			srv, err := floorfs.Mount(a[0], o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "logfs bench-floor: ready: %s\n", a[0])
+			go func() {
+				<-ctx.Done()
+				_ = srv.Unmount()
+			}()
+			srv.Wait()
+			return nil
+		},
+	}
+	cmd.Flags().Int64Var(&o.Size, "size", 0, "bytes of the data file")
+	cmd.Flags().BoolVar(&o.DirectIO, "direct-io", false, "serve data with direct I/O instead of through the page cache")
 	return cmd
 }
 
