@@ -68,38 +68,31 @@
 // keeps cached holds no view and pins no segment; a reader's view does,
 // so a reader finishes a segment that retention deletes under it.
 //
-// Reads use direct I/O (FOPEN_DIRECT_IO) unless Options.PageCache. With
-// direct I/O every read(2) reaches Read; the kernel does not cut reads at
-// its cached st_size, so a reader sees a record as soon as its append has
-// returned, and the log's bytes are not cached a second time. With
-// PageCache the kernel keeps the rendered pages from one open to the next
-// (FOPEN_KEEP_CACHE); as the bytes of a record file never change, the
-// only stale page can be the partial last one, and the kernel drops a
-// file's cached pages whenever it learns a new size or mtime
-// (FUSE_AUTO_INVAL_DATA, which go-fuse negotiates), before it reads past
-// the old end.
+// Reads go through the kernel's page cache (FOPEN_KEEP_CACHE): a file's
+// pages stay cached from one open to the next, so a second read, and
+// every small read (dd bs=4k, awk, a bufio.Scanner), is served by the
+// kernel as from a plain file, and the kernel reads ahead in requests of
+// up to MaxWrite while the reader copies: the mount raises its backing
+// device's read-ahead window to ReadAheadKB (read_ahead_kb, 128 KiB by
+// default) where it may (as root). With Options.DirectIO (mount -o
+// direct_io) every read(2) reaches Read instead (FOPEN_DIRECT_IO) and
+// nothing of the record files is cached by the kernel; a handle that reads
+// on from where its last read stopped, twice in a row, then has its next
+// two requests rendered in the background, each on a view of its own,
+// while the reply to this one is written (see readahead.go).
 //
-// A handle that reads on from where its last read stopped, twice in a
-// row, has its next two requests rendered in the background, each on a
-// view of its own, while the reply to this one is written (see
-// readahead.go): rendering and the kernel's copy to the reader then keep
-// both CPUs busy instead of taking turns on one.
+// The kernel may send one open file several reads at once (its
+// read-ahead does): each is rendered on a view of its own, up to four per
+// handle kept between reads, so both CPUs render.
 //
-// Measured with `go test -run XXX -bench . -benchtime 3x ./integration` on
-// the 2-core development machine, quiet (ratios are to plain files in the
-// same run): a 1 GiB partition of 1 KiB records, `cat offset/0 >
-// /dev/null`, the .log files in the page cache. Direct I/O: 2.7-2.9 GB/s,
-// 0.36-0.40x cat of the raw .log files (1.6 GB/s before requests were
-// rendered ahead), the same for a first and a later read, and the same on
-// records appended by `cat >> append`, in batches of a whole 1 MiB write.
-// Page cache: later reads 6.0-6.3 GB/s (0.87-0.90x). A go-fuse server that
-// answers every read from memory, mounted the same way, reaches 6.1-7.2
-// GB/s: the difference is the server's work, mostly copying (a pread of
-// the .log, the rendering, and the reply's writev) against one copy for
-// cat of a plain file; docs/performance.md has the profile. Direct I/O is the
-// default because most reads of a log are a single pass (cat, grep, tail)
-// and it is the fastest and freshest one there; PageCache is for data read
-// again and again.
+// A read that reaches a corrupt batch (or a gap that retention left)
+// fails with EIO. Through the page cache the kernel would take a short
+// reply for the end of the file, so such a read fails whole, and the
+// kernel then asks for its pages one at a time: a reader gets every whole
+// page before the bad batch and EIO at the page that holds it. With
+// DirectIO it gets every byte before it, then EIO.
+//
+// docs/performance.md has the figures (logfs bench --mount).
 //
 // Requests are up to Options.MaxWrite (1 MiB by default: the kernel's
 // limit of 256 pages), and st_blksize is the largest power of two not
@@ -114,19 +107,36 @@
 // earliest, latest and time/T are not cached at all, so they resolve
 // afresh on every path lookup; a failed lookup is never cached, so an
 // offset that does not exist yet appears as soon as it is appended.
-// Attributes are cached for AttrTimeout (1 s) and invalidated when the
-// partition changes: a notifier goroutine per partition sleeps on
-// Partition.Changed and, after every change (appends through the mount or
-// any other way, rolls, retention), lets a burst settle for
-// NotifyInterval (20 ms) and calls NotifyContent(-1, 0) on the record
-// and info files whose attributes the kernel may hold fresh. An append
-// through the mount also does it before its write(2) returns, so
-// `echo x >> append; cat offset/N` shows x. Neither ever runs inside an
+//
+// The bytes of a record file never change; it only grows. So the kernel
+// is told not to drop its pages when it sees a new size or mtime
+// (FUSE_EXPLICIT_INVAL_DATA), and a record file's attributes are never
+// cached (timeout 0): whenever a read goes past the size the kernel knows,
+// or a program stats the file, the kernel asks, and the answer is the
+// size as of then, so a reader sees a record as soon as its append has
+// returned, whoever appended it. The one page that can go stale is the
+// last one of a read served short, at the end of what there was: the
+// kernel keeps the rest of it as zeros. So a short read notes its end,
+// and before the kernel is told of a size past it, the partition's
+// notifier drops the pages from there on and stores the rest of that
+// page as it is now (NotifyContent, WriteCache); the append path through
+// the mount does so before its write(2) returns, the notifier as soon as
+// the partition changes, and Getattr and Lookup wait for it when it is
+// still to be done (cache.go has the order of events and why the store).
+//
+// Other attributes (directories, append, info) are cached for AttrTimeout
+// (1 s) and invalidated when the partition changes: the notifier sleeps
+// on Partition.Changed and, after every change (appends through the mount
+// or any other way, rolls, retention), lets a burst settle for
+// NotifyInterval (20 ms) and calls NotifyContent(-1, 0) on the info files
+// whose attributes the kernel may hold fresh; an append through the mount
+// also does it before its write(2) returns. Neither ever runs inside an
 // operation on the inodes it invalidates (go-fuse's "Deadlocks"): the
 // notifier is its own goroutine, and the append path invalidates other
 // inodes than the append file it is writing. tail -f, which polls fstat
 // every second on FUSE (a "remote" file system to coreutils), sees a new
-// size within about a second.
+// size within about a second; tail -F -s 0.1 polls ten times a second,
+// and logfs consume --follow waits for each append.
 //
 // # Appending
 //
@@ -191,15 +201,19 @@
 // # Concurrency
 //
 // Operations run concurrently, one goroutine each (go-fuse). Nodes hold
-// no mutable state but the partition's shared partState, whose mutex
-// guards its set of record nodes the kernel holds (a lookup of a file the
-// kernel already has returns that node, so go-fuse never has to choose
-// between two) and its set of inodes with fresh attributes; it is held
-// around go-fuse's NewInode but never while calling the kernel or
-// storage. Lock order: appendHandle.mu, then partState.mu; logFS.mu is
-// taken alone. Reads of one open file are serialised by its View;
-// different opens read in parallel. Appends through any number of opens
-// are serialised by the partition.
+// no mutable state but a record file's tailPage (its own mutex) and the
+// partition's shared partState, whose mutex guards its set of record
+// nodes the kernel holds (a lookup of a file the kernel already has
+// returns that node, so go-fuse never has to choose between two), its set
+// of inodes with fresh attributes and its queue of files read short; it
+// is held around go-fuse's NewInode but never while calling the kernel or
+// storage. Lock order: appendHandle.mu, then partState.mu; a read holds
+// partState.gate, then tailPage.gate, shared; dropShort takes
+// partState.dropMu, partState.gate, partState.mu, then tailPage.mu;
+// logFS.mu and recordHandle.mu are taken alone. Reads of one open file
+// run in parallel, each on a view of its own (a View serialises its own
+// reads); with DirectIO they are serialised by the handle. Appends
+// through any number of opens are serialised by the partition.
 //
 // # Mounting
 //

@@ -90,13 +90,15 @@ type Options struct {
 	// FsName is shown as the source in mount(8) and df; "" means
 	// "logfs:" followed by the data directory.
 	FsName string
-	// PageCache serves record files through the kernel's page cache
-	// (kept from one open to the next) instead of with direct I/O: a
-	// second read of the same bytes, and small reads, are then several
-	// times faster, but a first sequential read is about half as fast, the
-	// rendered records take memory a second time, and a reader may see
-	// an append up to AttrTimeout late. See doc.go for the numbers.
-	PageCache bool
+	// DirectIO serves record files with direct I/O (FOPEN_DIRECT_IO):
+	// every read(2) reaches the server, and nothing of the record files is
+	// kept in the kernel's page cache. By default they go through the page
+	// cache, kept from one open to the next: a second read is as fast as
+	// a plain file's and small reads are as cheap as a plain file's, but
+	// the rendered records then take memory a second time (the kernel's).
+	// Fresh either way: a record shows as soon as its append returned.
+	// See doc.go for the numbers.
+	DirectIO bool
 	// Cluster, when set, mounts a Kafka cluster: the log given to Mount is
 	// its local copy (see Cluster).
 	Cluster Cluster
@@ -163,23 +165,19 @@ func Mount(mountpoint string, l *storage.Log, o Options) (*Server, error) {
 		logLevel = slog.LevelInfo
 	}
 	fuseLog := slog.NewLogLogger(o.Logger.Handler(), logLevel)
-	mo := fuse.MountOptions{
+	mo := FUSEMountOptions(fuse.MountOptions{
 		AllowOther:    o.AllowOther,
 		Debug:         o.Debug,
 		Logger:        fuseLog,
-		MaxWrite:      o.MaxWrite,
 		FsName:        o.FsName,
 		Name:          "logfs",
 		DisableXAttrs: true,
 		// The kernel checks every access against the modes the nodes
 		// show, which say what the mount allows (see permMask).
-		Options: []string{"default_permissions"},
-		// Reads are answered from rendered bytes in memory, never from a
-		// file descriptor; without this go-fuse would still prepare a pipe
-		// for every reply before falling back to writev.
-		DisableSplice: true,
-		PanicHandler:  f.panicked,
-	}
+		Options:      []string{"default_permissions"},
+		PanicHandler: f.panicked,
+	})
+	mo.MaxWrite = o.MaxWrite
 	if o.ReadOnly {
 		// The kernel then refuses every write with EROFS before it looks
 		// at the modes, which show no write bit.
@@ -208,6 +206,9 @@ func Mount(mountpoint string, l *storage.Log, o Options) (*Server, error) {
 		return nil, mountError(mp, err)
 	}
 	closeFUSEOnExec()
+	if err := RaiseReadAhead(mp); err != nil {
+		o.Logger.Debug("logfs: read-ahead window left at the kernel's default", "err", err)
+	}
 	s := &Server{fsys: f, srv: srv, mountpoint: mp, done: make(chan struct{})}
 	go func() {
 		srv.Wait()

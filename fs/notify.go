@@ -12,18 +12,22 @@ import (
 )
 
 // partState is what the nodes of one partition share: the partition, the
-// record nodes the kernel holds, and the notifier that tells the kernel
-// when the partition's files grew.
+// record nodes the kernel holds, and the notifier that keeps the kernel's
+// caches of the partition's files right.
 //
-// The notifier is a goroutine that sleeps on Partition.Changed and, after
-// every change (an append through the mount or any other, a roll, a
-// retention deletion), invalidates the cached attributes of the
-// partition's files whose attributes the kernel got since they were last
-// invalidated, so that st_size and mtime are fresh on the next stat: that
-// is what tail -f polls. It runs outside every FUSE operation, as go-fuse
+// The notifier is a goroutine with two jobs. After every change of the
+// partition (an append through the mount or any other, a roll, a
+// retention deletion) it lets a burst of appends settle for
+// NotifyInterval and invalidates the cached attributes of the files
+// whose attributes the kernel got since they were last invalidated (the
+// info files; record files' attributes are never cached), so that
+// st_size and mtime are fresh on the next stat. And before the kernel
+// learns that a record file read short has grown, it drops the file's
+// pages from the end of that read on (see cache.go). It runs outside every FUSE operation, as go-fuse
 // requires of Notify calls (a notify from inside an operation on the same
 // inode can deadlock the kernel), and it never holds mu while notifying,
-// so no operation ever waits for it.
+// so no operation ever waits for it except Getattr and Lookup of a record
+// file whose drop it does, which must.
 type partState struct {
 	f     *logFS
 	p     *storage.Partition
@@ -33,6 +37,7 @@ type partState struct {
 	stop     chan struct{} // closed to stop the notifier
 	stopOnce sync.Once
 	done     chan struct{} // closed when the notifier has returned
+	kick     chan struct{} // wakes the notifier for shorts; buffered
 
 	// Lock order: partState.mu before nothing; it is never held while
 	// calling the kernel or storage.
@@ -46,6 +51,17 @@ type partState struct {
 	// since they were last invalidated: the next change of the partition
 	// invalidates them (and only them).
 	fresh map[*gofs.Inode]struct{} // GUARDED_BY(mu)
+	// shorts are the record files with a read served short noted, whose
+	// pages from that end on are to be dropped before the kernel learns
+	// a larger size (see cache.go).
+	shorts map[*recordNode]struct{} // GUARDED_BY(mu)
+
+	// gate is held shared by reads of the partition's record files from
+	// their render until they noted a short end, and exclusively by
+	// dropShort while it collects the notes; dropMu makes one dropShort
+	// at a time. Lock order: dropMu, gate, then mu.
+	gate   sync.RWMutex
+	dropMu sync.Mutex
 }
 
 func newPartState(f *logFS, p *storage.Partition) *partState {
@@ -56,8 +72,10 @@ func newPartState(f *logFS, p *storage.Partition) *partState {
 		id:      p.ID(),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
+		kick:    make(chan struct{}, 1),
 		records: make(map[uint64]*recordNode),
 		fresh:   make(map[*gofs.Inode]struct{}),
+		shorts:  make(map[*recordNode]struct{}),
 	}
 }
 
@@ -79,64 +97,147 @@ func (ps *partState) handedOut(n *gofs.Inode) {
 	ps.mu.Unlock()
 }
 
-// recordHandedOut is handedOut for a record file, which also becomes the
-// partition's node for its inode number again if the kernel had forgotten
-// it while a lookup returned it.
+// recordHandedOut notes that the kernel is about to get a record file's
+// attributes: the file becomes the partition's node for its inode number
+// again if the kernel had forgotten it while a lookup returned it. Its
+// attributes are not cached, so they need no invalidation.
 func (ps *partState) recordHandedOut(n *recordNode) {
 	ps.mu.Lock()
-	ps.fresh[&n.Inode] = struct{}{}
 	if ps.records[n.ino] == nil {
 		ps.records[n.ino] = n
 	}
 	ps.mu.Unlock()
 }
 
+// noted adds n to the files with a short read noted (see cache.go). It is
+// called with gate held shared.
+func (ps *partState) noted(n *recordNode) {
+	ps.mu.Lock()
+	ps.shorts[n] = struct{}{}
+	ps.mu.Unlock()
+}
+
+// kickDrop has the notifier drop the pages served short (dropShort).
+func (ps *partState) kickDrop() {
+	select {
+	case ps.kick <- struct{}{}:
+	default:
+	}
+}
+
+// dropShort drops, of every record file with a short read noted, the
+// kernel's pages from the end of that read on, and stores what there is
+// now of the rest of that page (see cache.go). It returns when they and
+// any drop another caller had under way are done. Renders under way when
+// it starts are waited for, so that their notes are dropped too.
+func (ps *partState) dropShort() {
+	ps.dropMu.Lock()
+	defer ps.dropMu.Unlock()
+	ps.mu.Lock()
+	none := len(ps.shorts) == 0
+	ps.mu.Unlock()
+	if none {
+		return
+	}
+	type drop struct {
+		n   *recordNode
+		end int64
+	}
+	var drops []drop
+	ps.gate.Lock()
+	ps.mu.Lock()
+	for n := range ps.shorts {
+		if end, ok := n.tail.startDrop(); ok {
+			drops = append(drops, drop{n, end})
+		}
+	}
+	clear(ps.shorts)
+	ps.mu.Unlock()
+	ps.gate.Unlock()
+	var page [pageSize]byte
+	for _, d := range drops {
+		from := d.end &^ (pageSize - 1)
+		// The stale page first, then the rest of it as it is now, which
+		// moves the kernel's size past the old end; then the page again,
+		// in case the store left it cached short. ENOENT means the
+		// kernel dropped the inode, pages and all.
+		d.n.NotifyContent(from, 0)
+		if k := ps.renderAt(d.n, page[:from+pageSize-d.end], d.end); k > 0 {
+			d.n.WriteCache(d.end, page[:k])
+			d.n.NotifyContent(from, 0)
+		}
+		d.n.tail.dropped()
+	}
+}
+
+// renderAt reads n's bytes at off into b, as many as there are now; 0 on
+// any error (the drop then stores nothing).
+func (ps *partState) renderAt(n *recordNode, b []byte, off int64) int {
+	v, err := ps.p.NewView(n.format, n.start)
+	if err != nil {
+		return 0
+	}
+	defer v.Close()
+	k, _ := v.ReadAt(b, off)
+	return k
+}
+
 // forget drops n from the notifier's sets; the kernel has forgotten it.
 func (ps *partState) forget(n *gofs.Inode) {
 	ps.mu.Lock()
 	delete(ps.fresh, n)
-	if r, ok := n.Operations().(*recordNode); ok && ps.records[r.ino] == r {
-		delete(ps.records, r.ino)
+	if r, ok := n.Operations().(*recordNode); ok {
+		if ps.records[r.ino] == r {
+			delete(ps.records, r.ino)
+		}
+		// The kernel dropped its pages with it.
+		delete(ps.shorts, r)
+		r.tail.forget()
 	}
 	ps.mu.Unlock()
 }
 
-// run is the notifier: it waits for a change of the partition, lets a
-// burst of appends settle for NotifyInterval, and invalidates. The channel
-// is taken before invalidating, so a change during the invalidation wakes
-// the next round.
+// run is the notifier. At a change of the partition it drops the pages
+// served short at once (an append grew the files), then lets a burst of
+// appends settle for NotifyInterval and invalidates (which drops again);
+// when kicked by a Getattr it drops. The channel is taken before
+// invalidating, so a change meanwhile wakes the next round; a drop asked
+// for during the burst comes by kick.
 func (ps *partState) run() {
 	defer close(ps.done)
 	ch := ps.p.Changed()
-	timer := time.NewTimer(0)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	defer timer.Stop()
-	<-timer.C
+	var settled <-chan time.Time
 	for {
 		select {
 		case <-ch:
+			ch = nil
+			ps.dropShort()
+			timer.Reset(ps.f.opts.NotifyInterval)
+			settled = timer.C
+		case <-settled:
+			settled = nil
+			ch = ps.p.Changed()
+			ps.invalidate()
+		case <-ps.kick:
+			ps.dropShort()
 		case <-ps.stop:
 			return
 		}
-		timer.Reset(ps.f.opts.NotifyInterval)
-		select {
-		case <-timer.C:
-		case <-ps.stop:
-			return
-		}
-		ch = ps.p.Changed()
-		ps.invalidate()
 	}
 }
 
-// invalidate drops the kernel's cached attributes of the partition's
-// files that it may hold fresh: st_size and mtime are then asked for
-// again on the next stat, and a changed size or mtime makes the kernel
-// drop the file's cached pages too (go-fuse negotiates
-// FUSE_AUTO_INVAL_DATA), so no reader is served a stale last page. It is
-// called by the notifier and, synchronously, after an append through the
-// mount, so that a writer that reads back after write(2) returned sees
-// its records. Both run outside any operation on these inodes.
+// invalidate drops the pages of record files served short (dropShort)
+// and the kernel's cached attributes of the partition's files that it may
+// hold fresh: st_size and mtime are then asked for again on the next
+// stat. It is called by the notifier and, synchronously, after an append
+// through the mount, so that a reader that reads after the write(2)
+// returned sees its records. Both run outside any operation on these
+// inodes.
 func (ps *partState) invalidate() {
+	ps.dropShort()
 	ps.mu.Lock()
 	if len(ps.fresh) == 0 {
 		ps.mu.Unlock()

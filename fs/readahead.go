@@ -169,5 +169,9 @@ func FUSEMountOptions(o fuse.MountOptions) fuse.MountOptions {
 	// file descriptor; without this go-fuse would still prepare a pipe
 	// for every reply before falling back to writev.
 	o.DisableSplice = true
+	// The kernel must not drop a file's cached pages when its size or
+	// mtime changes (a record file only grows); the server drops the one
+	// page that can go stale (cache.go).
+	o.ExplicitDataCacheControl = true
 	return o
 }

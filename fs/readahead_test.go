@@ -67,7 +67,7 @@ func TestReadAhead(t *testing.T) {
 	appendN(1000)
 	v, err := p.NewView(storage.Values, 0)
 	require.NoError(t, err)
-	h := &recordHandle{v: v}
+	h := &recordHandle{directIO: true, direct: v}
 	views := 0
 	h.ahead.open = func() (*storage.View, error) { views++; return p.NewView(storage.Values, 0) }
 	defer h.Release(context.Background())
@@ -125,7 +125,7 @@ func TestReadAheadRelease(t *testing.T) {
 	require.NoError(t, err)
 	v, err := p.NewView(storage.Values, 0)
 	require.NoError(t, err)
-	h := &recordHandle{v: v}
+	h := &recordHandle{directIO: true, direct: v}
 	var opened []*storage.View
 	h.ahead.open = func() (*storage.View, error) {
 		v, err := p.NewView(storage.Values, 0)
@@ -138,7 +138,7 @@ func TestReadAheadRelease(t *testing.T) {
 	require.Zero(t, h.Release(context.Background()))
 	require.Empty(t, h.ahead.queue)
 	require.Len(t, opened, aheadDepth)
-	for _, v := range append(opened, h.v) {
+	for _, v := range append(opened, v) {
 		_, err := v.ReadAt(make([]byte, 1), 0)
 		require.ErrorIs(t, err, storage.ErrClosed, "every view is closed")
 	}

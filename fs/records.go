@@ -188,7 +188,6 @@ func (ps *partState) lookupRecord(ctx context.Context, parent *gofs.Inode, name 
 		parent.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
 		ps.records[ino] = n
 	}
-	ps.fresh[&n.Inode] = struct{}{}
 	ps.mu.Unlock()
 	size, err := n.size(ctx, nil)
 	if err != nil {
@@ -201,19 +200,23 @@ func (ps *partState) lookupRecord(ctx context.Context, parent *gofs.Inode, name 
 		return nil, ps.f.errno(err, "lookup", ps.path(name))
 	}
 	ps.f.entry(out, ino, modeRead, size, ps.p.ModTime(), stable)
+	// The size is never cached (see doc.go, Caching).
+	out.SetAttrTimeout(0)
 	return &n.Inode, 0
 }
 
 // recordNode is a record file: the rendering of a partition's records from
 // a starting offset on, a regular file with an exact, growing size. Each
-// open gets its own storage.View (recordHandle); the node holds nothing,
-// so a node the kernel keeps in its cache pins no segment.
+// open gets views of its own (recordHandle); the node holds none, so a
+// node the kernel keeps in its cache pins no segment.
 type recordNode struct {
 	gofs.Inode
 	ps     *partState
 	ino    uint64
 	format storage.Format
 	start  record.Offset
+
+	tail tailPage // reads served short, see cache.go
 }
 
 var (
@@ -228,13 +231,36 @@ func (n *recordNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.S
 	return n.ps.f.denied()
 }
 
-// size returns the file's current size: from the open handle's view when
-// there is one (it pins the segments, so it answers even after retention
-// deleted the start), else from a view opened for the question (on a
-// cluster, once the copy holds what the file shows now).
+// size returns the file's current size, for the kernel: from a view of
+// the open handle when there is one (it pins the segments, so it answers
+// even after retention deleted the start), else from a view opened for the
+// question (on a cluster, once the copy holds what the file shows now).
+// It returns only once the kernel's pages past the end of a read served
+// short are dropped, if the size has moved past it (see cache.go).
 func (n *recordNode) size(ctx context.Context, fh gofs.FileHandle) (int64, error) {
+	n.tail.gate.Lock()
+	size, err := n.viewSize(ctx, fh)
+	var wait <-chan struct{}
+	kick := false
+	if err == nil {
+		wait, kick = n.tail.beforeSize(size)
+	}
+	n.tail.gate.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if kick {
+		n.ps.kickDrop()
+	}
+	if err := waitFor(ctx, wait); err != nil {
+		return 0, err
+	}
+	return size, nil
+}
+
+func (n *recordNode) viewSize(ctx context.Context, fh gofs.FileHandle) (int64, error) {
 	if h, ok := fh.(*recordHandle); ok {
-		return h.v.Size()
+		return h.size()
 	}
 	release, err := n.ps.hold(ctx, n.start)
 	if err != nil {
@@ -260,19 +286,20 @@ func (n *recordNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.
 		return n.ps.f.errno(err, "getattr", n.ps.path(n.name()))
 	}
 	n.ps.f.setAttr(&out.Attr, n.ino, modeRead, size, n.ps.p.ModTime())
-	out.SetTimeout(n.ps.f.opts.AttrTimeout)
+	// Never cached: a read past the size the kernel knows then asks for it
+	// again (see doc.go, Caching).
+	out.SetTimeout(0)
 	return 0
 }
 
-// Open gives the reader a view of its own. By default reads bypass the
-// page cache (FOPEN_DIRECT_IO): every read(2) reaches Read, which is the
-// fastest way through a file once, shows a record the moment its append
-// returned, and never duplicates the log in memory. With
-// Options.PageCache they go through the page cache, which the kernel keeps
-// from one open to the next (FOPEN_KEEP_CACHE): the bytes of a record file
-// never change, it only grows, and a growth the kernel learns of (a new
-// size or mtime in the attributes) makes it drop the file's cached pages,
-// the partial last one included. See doc.go for the measurements.
+// Open gives the reader views of its own. By default reads go through the
+// page cache, which the kernel keeps from one open to the next
+// (FOPEN_KEEP_CACHE): the bytes of a record file never change, it only
+// grows, and the one page that can go stale, a last page served short, is
+// dropped before the kernel learns that the file grew (tailPage). With Options.DirectIO every
+// read(2) reaches Read instead (FOPEN_DIRECT_IO). FOPEN_NOFLUSH spares the
+// FLUSH a close would send: there is nothing to flush. See doc.go for the
+// measurements.
 func (n *recordNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		return nil, 0, syscall.EACCES
@@ -288,27 +315,42 @@ func (n *recordNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 		release()
 		return nil, 0, n.ps.f.errno(err, "open", n.ps.path(n.name()))
 	}
-	mode := uint32(fuse.FOPEN_DIRECT_IO)
-	if n.ps.f.opts.PageCache {
-		mode = fuse.FOPEN_KEEP_CACHE
+	h := &recordHandle{n: n, release: release}
+	if n.ps.f.opts.DirectIO {
+		h.directIO, h.direct = true, v
+		h.ahead.open = h.newView
+		return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
 	}
-	h := &recordHandle{n: n, v: v, release: release}
-	h.ahead.open = func() (*storage.View, error) { return n.ps.p.NewView(n.format, n.start) }
-	return h, mode, 0
+	h.idle = append(h.idle, idleView{v: v})
+	return h, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
 }
 
 func (n *recordNode) OnForget() { n.ps.forget(&n.Inode) }
 
-// recordHandle is an open record file.
+// recordHandle is an open record file. The kernel may send it several
+// reads at once (its read-ahead does, through the page cache): each is
+// rendered on a view of its own, so that both CPUs render.
 type recordHandle struct {
-	n       *recordNode
-	v       *storage.View
-	release func() // lets the copy of a cluster's partition stop following
+	n        *recordNode
+	directIO bool   // Options.DirectIO when opened
+	release  func() // lets the copy of a cluster's partition stop following
 
-	mu    sync.Mutex
-	reads int        // reads so far, GUARDED_BY(mu)
-	next  int64      // where the last read ended, GUARDED_BY(mu)
-	ahead readAheads // GUARDED_BY(mu)
+	mu     sync.Mutex
+	idle   []idleView // views not rendering anything, GUARDED_BY(mu)
+	closed bool       // GUARDED_BY(mu)
+	// With Options.DirectIO the requests are the reader's own, one at a
+	// time, served by one view and read ahead.
+	direct *storage.View // GUARDED_BY(mu)
+	reads  int           // reads so far, GUARDED_BY(mu)
+	next   int64         // where the last read ended, GUARDED_BY(mu)
+	ahead  readAheads    // GUARDED_BY(mu)
+}
+
+// idleView is a view and where its last read ended: a read from there
+// carries on where the view is, without looking anything up.
+type idleView struct {
+	v   *storage.View
+	end int64
 }
 
 var (
@@ -316,13 +358,120 @@ var (
 	_ = (gofs.FileReleaser)((*recordHandle)(nil))
 )
 
-// Read renders the bytes at off straight into the request's buffer, or
-// hands over the ones read ahead for it (see readAheads). A read that
-// reaches a corrupt batch returns what lies before it, and EIO for the
-// next read.
+// newView opens another view of the handle's file.
+func (h *recordHandle) newView() (*storage.View, error) {
+	return h.n.ps.p.NewView(h.n.format, h.n.start)
+}
+
+// takeView returns an idle view, the one that last read up to off if
+// there is one, or a new one.
+func (h *recordHandle) takeView(off int64) (idleView, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return idleView{}, storage.ErrClosed
+	}
+	if k := len(h.idle); k > 0 {
+		i := k - 1
+		for j, iv := range h.idle {
+			if iv.end == off {
+				i = j
+				break
+			}
+		}
+		iv := h.idle[i]
+		h.idle = append(h.idle[:i], h.idle[i+1:]...)
+		h.mu.Unlock()
+		return iv, nil
+	}
+	h.mu.Unlock()
+	v, err := h.newView()
+	return idleView{v: v, end: -1}, err
+}
+
+// putView gives a view back, or closes it if the handle was released.
+func (h *recordHandle) putView(iv idleView) {
+	h.mu.Lock()
+	if !h.closed && len(h.idle) < maxIdleViews {
+		h.idle = append(h.idle, iv)
+		iv.v = nil
+	}
+	h.mu.Unlock()
+	if iv.v != nil {
+		iv.v.Close()
+	}
+}
+
+// maxIdleViews bounds the views a handle keeps between reads: the
+// kernel's read-ahead has a few requests in flight at most.
+const maxIdleViews = 4
+
+// size returns the file's size as one of the handle's views sees it.
+func (h *recordHandle) size() (int64, error) {
+	h.mu.Lock()
+	if h.direct != nil {
+		defer h.mu.Unlock()
+		return h.direct.Size()
+	}
+	h.mu.Unlock()
+	iv, err := h.takeView(-1)
+	if err != nil {
+		return 0, err
+	}
+	defer h.putView(iv)
+	return iv.v.Size()
+}
+
+// Read renders the bytes at off straight into the request's buffer, or,
+// with direct I/O, hands over the ones read ahead for it (see
+// readAheads). A read that reaches a corrupt batch returns what lies
+// before it, and EIO for the next read. A short read, at the end of what
+// there is now, is noted (see tailPage).
 func (h *recordHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if h.directIO {
+		return h.readDirect(dest, off)
+	}
+	ps, tail := h.n.ps, &h.n.tail
+	ps.gate.RLock()
+	defer ps.gate.RUnlock()
+	tail.gate.RLock()
+	defer tail.gate.RUnlock()
+	iv, err := h.takeView(off)
+	if err != nil {
+		return nil, h.n.ps.f.errno(err, "read", h.n.ps.path(h.n.name()))
+	}
+	n, err := iv.v.ReadAt(dest, off)
+	if n > 0 && n < len(dest) && (err == nil || err == io.EOF) {
+		// Short: the end of what there is now, or a bad batch (or a gap
+		// retention left) that the next read would fail at.
+		var probe [1]byte
+		_, err = iv.v.ReadAt(probe[:], off+int64(n))
+	}
+	iv.end = off + int64(n)
+	h.putView(iv)
+	if err != nil && err != io.EOF {
+		// The kernel takes a short reply for the end of the file, so a
+		// read that stops at a bad batch fails whole, and the kernel then
+		// asks for its pages one by one: a reader gets every whole page
+		// before the bad batch, and EIO for the one that holds it.
+		return nil, h.n.ps.f.errno(err, "read", h.n.ps.path(h.n.name()))
+	}
+	if n < len(dest) && tail.noteShort(off+int64(n)) {
+		ps.noted(h.n)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// readDirect is Read with direct I/O: requests come one at a time, as the
+// reader makes them, and a reader that reads on has the next ones
+// rendered ahead.
+func (h *recordHandle) readDirect(dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	v := h.direct
+	if h.closed {
+		return nil, h.n.ps.f.errno(storage.ErrClosed, "read", h.n.ps.path(h.n.name()))
+	}
 	sequential := h.reads > 0 && off == h.next
 	h.reads++
 	if a := h.ahead.take(off, len(dest)); a != nil {
@@ -330,7 +479,7 @@ func (h *recordHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.R
 		h.ahead.fill(h.next, len(dest))
 		return a, 0
 	}
-	n, err := h.v.ReadAt(dest, off)
+	n, err := v.ReadAt(dest, off)
 	if err != nil && err != io.EOF && n == 0 {
 		return nil, h.n.ps.f.errno(err, "read", h.n.ps.path(h.n.name()))
 	}
@@ -343,9 +492,17 @@ func (h *recordHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.R
 
 func (h *recordHandle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
+	h.closed = true
 	h.ahead.close()
+	idle := h.idle
+	if h.direct != nil {
+		idle = append(idle, idleView{v: h.direct})
+	}
+	h.idle, h.direct = nil, nil
 	h.mu.Unlock()
-	h.v.Close()
+	for _, iv := range idle {
+		iv.v.Close()
+	}
 	if h.release != nil {
 		h.release()
 	}

@@ -115,13 +115,13 @@ func benchMount(b *testing.B, o fs.Options) (mnt, data, plain string) {
 	return mount(b, l, o), data, plain
 }
 
-// readModes are the two ways record files can be read (fs.Options.PageCache).
+// readModes are the two ways record files can be read (fs.Options.DirectIO).
 var readModes = []struct {
 	name string
 	opts fs.Options
 }{
-	{"direct", fs.Options{}},
-	{"pagecache", fs.Options{PageCache: true}},
+	{"pagecache", fs.Options{}},
+	{"direct", fs.Options{DirectIO: true}},
 }
 
 // timeScript runs a script n times and returns the fastest run.
@@ -165,12 +165,12 @@ func fileSize(b *testing.B, paths ...string) int64 {
 // against cat of the raw .log files, both from a warm page cache: the
 // mount's file is read once before the timer starts (see BenchmarkCatCold
 // for the first read). It runs with direct I/O (the default) and with
-// fs.Options.PageCache.
+// fs.Options.DirectIO.
 func BenchmarkCat(b *testing.B) {
 	for _, m := range readModes {
 		b.Run(m.name, func(b *testing.B) {
 			mnt, data, _ := benchMount(b, m.opts)
-			benchCat(b, data, func(*testing.B) string { return mnt }, m.opts.PageCache, true)
+			benchCat(b, data, func(*testing.B) string { return mnt }, !m.opts.DirectIO, true)
 		})
 	}
 }
@@ -192,7 +192,7 @@ func BenchmarkCatCold(b *testing.B) {
 				require.NoError(b, err)
 				b.Cleanup(func() { unmount(b, srv) })
 				return mp
-			}, m.opts.PageCache, false)
+			}, !m.opts.DirectIO, false)
 		})
 	}
 }

@@ -62,14 +62,14 @@ func newPartition(t testing.TB, l *storage.Log, topic string, o storage.Override
 // tail, wc, grep and dd, by offset and with .jsonl, and checks sizes and
 // listings.
 func TestReadWithTools(t *testing.T) {
-	for _, pageCache := range []bool{false, true} {
-		t.Run(fmt.Sprintf("pagecache=%v", pageCache), func(t *testing.T) {
+	for _, directIO := range []bool{false, true} {
+		t.Run(fmt.Sprintf("directio=%v", directIO), func(t *testing.T) {
 			l, _ := newLog(t, nil)
 			p := newPartition(t, l, "orders", storage.Overrides{"segment.bytes": 64 << 10})
 			const n = 3000
 			want := fill(t, p, n)
 			require.Greater(t, len(p.SegmentBases()), 3)
-			mnt := mount(t, l, fs.Options{PageCache: pageCache})
+			mnt := mount(t, l, fs.Options{DirectIO: directIO})
 			dir := part(mnt, "orders", 0)
 			off := func(name string) string { return q(filepath.Join(dir, "offset", name)) }
 
@@ -146,12 +146,12 @@ func TestReadWithTools(t *testing.T) {
 // TestPread reads a record file at random positions and lengths, as a
 // program with pread would, and compares with one sequential read.
 func TestPread(t *testing.T) {
-	for _, pageCache := range []bool{false, true} {
-		t.Run(fmt.Sprintf("pagecache=%v", pageCache), func(t *testing.T) {
+	for _, directIO := range []bool{false, true} {
+		t.Run(fmt.Sprintf("directio=%v", directIO), func(t *testing.T) {
 			l, _ := newLog(t, nil)
 			p := newPartition(t, l, "p", storage.Overrides{"segment.bytes": 32 << 10})
 			fill(t, p, 5000)
-			mnt := mount(t, l, fs.Options{PageCache: pageCache})
+			mnt := mount(t, l, fs.Options{DirectIO: directIO})
 			for _, name := range []string{"0", "1717", "1717.jsonl", "0.jsonl"} {
 				path := filepath.Join(part(mnt, "p", 0), "offset", name)
 				seq, err := os.ReadFile(path)
@@ -189,21 +189,7 @@ func TestTailFollow(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "tail", "-n", "+1", "-f", filepath.Join(dir, file))
-			cmd.Dir = os.TempDir()
-			out, err := cmd.StdoutPipe()
-			require.NoError(t, err)
-			require.NoError(t, cmd.Start())
-			defer cmd.Wait()
-			defer cancel()
-			lines := make(chan string, 100)
-			go func() {
-				sc := bufio.NewScanner(out)
-				for sc.Scan() {
-					lines <- sc.Text()
-				}
-				close(lines)
-			}()
+			lines := tailLines(t, ctx, "-n", "+1", "-f", filepath.Join(dir, file))
 			expect := func(want string) {
 				t.Helper()
 				select {
@@ -224,6 +210,43 @@ func TestTailFollow(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tailLines runs tail with args, the file last, until ctx is done (and
+// waits for it when the test ends), and returns the lines it prints once
+// tail has the file open: what is appended from then on is tail's to show.
+func tailLines(t *testing.T, ctx context.Context, args ...string) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(ctx, "tail", args...)
+	cmd.Dir = os.TempDir()
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+	})
+	file := args[len(args)-1]
+	require.Eventually(t, func() bool {
+		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", cmd.Process.Pid))
+		for _, fd := range fds {
+			if target, err := os.Readlink(fd); err == nil && strings.HasPrefix(target, filepath.Dir(file)) {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond, "tail never opened %s", file)
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	return lines
 }
 
 // TestTime resolves time/T in every accepted form.

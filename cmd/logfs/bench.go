@@ -191,10 +191,11 @@ the load average; compare ratios measured in the same run.`,
 func newBenchFloorCommand() *cobra.Command {
 	var o floorfs.Options
 	cmd := &cobra.Command{
-		Use:    "bench-floor [--size N] [--direct-io] MOUNTPOINT",
-		Short:  "Serve logfs bench's transport floor (internal)",
-		Hidden: true,
-		Args:   args("MOUNTPOINT"),
+		Use:     "bench-floor [--size N] [--direct-io] MOUNTPOINT",
+		Short:   "Serve logfs bench's transport floor (internal)",
+		Example: "  logfs bench-floor --size 1073741824 /tmp/floor",
+		Hidden:  true,
+		Args:    args("MOUNTPOINT"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

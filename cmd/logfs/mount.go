@@ -32,6 +32,7 @@ type mountArgs struct {
 	readOnly   bool
 	allowOther bool
 	debug      bool
+	directIO   bool
 	options    []string
 	// retentionCheck is log.retention.check.interval.ms, from -o.
 	retentionCheck time.Duration
@@ -70,7 +71,9 @@ property names (-o segment.bytes=1048576,retention.ms=-1; repeatable). It
 also takes mount(8)'s ro, rw, allow_other, default_permissions (always on)
 and debug, accepts and ignores the words fstab lines carry that mean
 nothing here (noatime, relatime, nodev, nosuid, noexec, auto, noauto, user,
-nofail, _netdev, defaults, x-*), and takes the broker setting log.retention.check.interval.ms: how often
+nofail, _netdev, defaults, x-*), takes direct_io (read record files with
+direct I/O instead of through the page cache: every read then reaches
+logfs, and nothing is cached twice), and takes the broker setting log.retention.check.interval.ms: how often
 retention deletes the segments retention.ms and retention.bytes condemn
 (default 300000, 5 minutes; the first run comes 30 s after the mount, or
 sooner with a shorter interval).
@@ -121,6 +124,8 @@ func parseMountOptions(m *mountArgs) (storage.Overrides, error) {
 			case "default_permissions": // always on
 			case "debug":
 				m.debug = true
+			case "direct_io":
+				m.directIO = true
 			default:
 				if ignoredMountOption(o) {
 					continue
@@ -264,7 +269,7 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	var srv *mountfs.Server
 	err = foldFusermountStderr(stderr, func() (err error) {
 		srv, err = mountfs.Mount(mountpoint, l, mountfs.Options{ReadOnly: m.readOnly, AllowOther: m.allowOther, Debug: m.debug, Logger: logger,
-			Share: m.share(), Group: m.group, Cluster: mountCluster(cl), FsName: "logfs:" + source})
+			DirectIO: m.directIO, Share: m.share(), Group: m.group, Cluster: mountCluster(cl), FsName: "logfs:" + source})
 		return err
 	})
 	if err != nil {

@@ -1,0 +1,139 @@
+package fs
+
+import (
+	"context"
+	"sync"
+)
+
+// Record files are read through the kernel's page cache by default, and
+// the kernel is asked never to drop a file's cached pages on its own
+// (FUSE_EXPLICIT_INVAL_DATA; FUSE_AUTO_INVAL_DATA would drop them all each
+// time the file grows). That is right because a record file's bytes never
+// change: it only grows. One thing can go stale: a read that reaches the
+// end of what there is now is answered short, and the kernel keeps the
+// rest of that page as zeros. That is harmless while the kernel thinks the
+// file ends there; once it learns a larger size, those zeros would be
+// read as if they were the new records.
+//
+// The kernel learns sizes from Getattr and Lookup (a record file's
+// attributes are never cached: it asks whenever a read goes past the size
+// it knows, and on every stat). So a short read notes where it ended, and
+// before a size beyond a noted end is reported, the file's pages from that
+// end on are dropped (NotifyContent) and the rest of that page is stored
+// into the kernel's cache (WriteCache), by the partition's notifier,
+// outside any operation. The store matters: the kernel throws away the
+// attributes of a Getattr that was on its way while a notification about
+// the same inode came (FUSE attribute versions), so the reader that asked
+// would see the old end; the store itself moves the kernel's size on past
+// it. Drops are also done as soon as the partition grows: by the append
+// path through the mount before its write(2) returns, and by the notifier
+// when it sees the change (an append by the storage API or the cluster
+// copy), so that a Getattr rarely has to wait for one.
+//
+// Two gates order notes and sizes. A read holds its file's gate and its
+// partition's gate shared from its render until it has noted a short end.
+// Getattr and Lookup take the file's gate exclusively to take a size: a
+// size taken after a render that ended short sees its note, and a render
+// that starts after a size was taken reaches at least that size (a file
+// only grows), so its own short end lies at or beyond it. A drop takes
+// the partition's gate exclusively to collect the notes, so that the
+// append path, which drops after its append, also drops the notes of
+// renders that were under way during it.
+//
+// A file that does not grow costs nothing: a reader polling its end (tail
+// -f) reads the last page from the cache again and again. A growth after
+// a short read costs two notifications and a READ of that last page again.
+
+// pageSize is the kernel's page size (a drop is rounded down to it; large
+// folios are dropped whole).
+const pageSize = 4096
+
+// tailPage is the state of a record file's pages served short: the lowest
+// end of a short read since the last drop, and the drop under way.
+type tailPage struct {
+	// gate is held shared by a read from its render until it has noted
+	// a short end, and exclusively while a size is taken.
+	gate sync.RWMutex
+
+	mu      sync.Mutex
+	noted   bool          // a short read was served since the last drop; GUARDED_BY(mu)
+	end     int64         // the lowest end of one, if noted; GUARDED_BY(mu)
+	waiting chan struct{} // closed when the next drop is done; nil if nobody waits; GUARDED_BY(mu)
+	drop    chan struct{} // closed when the drop under way is done; nil if none; GUARDED_BY(mu)
+}
+
+// noteShort records a read served short, ending at end. It is called with
+// gate held shared, and reports whether the file had no note before.
+func (t *tailPage) noteShort(end int64) (first bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	first = !t.noted
+	if first || end < t.end {
+		t.noted, t.end = true, end
+	}
+	return first
+}
+
+// beforeSize is called with gate held exclusively, with the size about to
+// be reported. It returns a channel to wait on before reporting it (closed
+// when the drop it needs, or the one under way, is done), or nil; kick
+// says the notifier must be asked for a drop.
+func (t *tailPage) beforeSize(size int64) (wait <-chan struct{}, kick bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.noted && size > t.end {
+		if t.waiting == nil {
+			t.waiting = make(chan struct{})
+		}
+		return t.waiting, true
+	}
+	return t.drop, false
+}
+
+// startDrop takes the note, if there is one, for a drop of the pages from
+// the page holding its end on.
+func (t *tailPage) startDrop() (end int64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.noted {
+		return 0, false
+	}
+	t.noted = false
+	t.drop, t.waiting = t.waiting, nil
+	if t.drop == nil {
+		t.drop = make(chan struct{})
+	}
+	return t.end, true
+}
+
+// dropped ends the drop startDrop began.
+func (t *tailPage) dropped() {
+	t.mu.Lock()
+	close(t.drop)
+	t.drop = nil
+	t.mu.Unlock()
+}
+
+// forget drops the note: the kernel forgot the file, and its pages.
+func (t *tailPage) forget() {
+	t.mu.Lock()
+	t.noted = false
+	if t.waiting != nil {
+		close(t.waiting)
+		t.waiting = nil
+	}
+	t.mu.Unlock()
+}
+
+// waitFor waits for ch, if not nil, or for ctx.
+func waitFor(ctx context.Context, ch <-chan struct{}) error {
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
