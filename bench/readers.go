@@ -47,9 +47,16 @@ type readerTool struct {
 func execTool(keepOut bool, name string, args ...string) func(ctx context.Context, file string) (time.Duration, []byte, error) {
 	return func(ctx context.Context, file string) (time.Duration, []byte, error) {
 		var out bytes.Buffer
-		var w io.Writer = io.Discard
-		if keepOut {
-			w = &out
+		var w io.Writer = &out
+		if !keepOut {
+			// A file, not a Writer: the tool writes to /dev/null itself,
+			// as it would from a shell, instead of into a pipe.
+			devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+			if err != nil {
+				return 0, nil, err
+			}
+			defer devNull.Close()
+			w = devNull
 		}
 		d, err := runTool(ctx, w, name, append(slices.Clone(args), file)...)
 		return d, out.Bytes(), err

@@ -335,9 +335,10 @@ type recordHandle struct {
 	directIO bool   // Options.DirectIO when opened
 	release  func() // lets the copy of a cluster's partition stop following
 
-	mu     sync.Mutex
-	idle   []idleView // views not rendering anything, GUARDED_BY(mu)
-	closed bool       // GUARDED_BY(mu)
+	mu        sync.Mutex
+	idle      []idleView // views not rendering anything, GUARDED_BY(mu)
+	closed    bool       // GUARDED_BY(mu)
+	gapServed bool       // a read was served up to a gap retention left, GUARDED_BY(mu)
 	// With Options.DirectIO the requests are the reader's own, one at a
 	// time, served by one view and read ahead.
 	direct *storage.View // GUARDED_BY(mu)
@@ -407,11 +408,31 @@ func (h *recordHandle) putView(iv idleView) {
 const maxIdleViews = 4
 
 // size returns the file's size as one of the handle's views sees it.
+// When retention deleted records past what the handle's views pinned, the
+// size up to that gap is reported until a read served the bytes up to
+// it, so that a reader through the page cache reads what the handle
+// holds; the next Getattr, which the kernel sends when a read(2) goes past
+// that end, fails. (A read(2) that spans the gap, while bytes before it
+// are still to be read, thus fails whole.)
 func (h *recordHandle) size() (int64, error) {
+	n, err := h.held()
+	if errors.Is(err, storage.ErrDeleted) {
+		h.mu.Lock()
+		served := h.gapServed
+		h.mu.Unlock()
+		if !served {
+			return n, nil
+		}
+	}
+	return n, err
+}
+
+func (h *recordHandle) held() (int64, error) {
 	h.mu.Lock()
 	if h.direct != nil {
 		defer h.mu.Unlock()
-		return h.direct.Size()
+		n, err := h.direct.Size()
+		return n, err
 	}
 	h.mu.Unlock()
 	iv, err := h.takeView(-1)
@@ -419,7 +440,7 @@ func (h *recordHandle) size() (int64, error) {
 		return 0, err
 	}
 	defer h.putView(iv)
-	return iv.v.Size()
+	return iv.v.Held()
 }
 
 // Read renders the bytes at off straight into the request's buffer, or,
@@ -446,6 +467,17 @@ func (h *recordHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.R
 		// retention left) that the next read would fail at.
 		var probe [1]byte
 		_, err = iv.v.ReadAt(probe[:], off+int64(n))
+		if errors.Is(err, storage.ErrDeleted) {
+			// At a gap retention left: the end of what the view holds,
+			// which is the size the handle reported (size); the next
+			// Getattr fails.
+			if held, _ := iv.v.Held(); held == off+int64(n) {
+				err = io.EOF
+				h.mu.Lock()
+				h.gapServed = true
+				h.mu.Unlock()
+			}
+		}
 	}
 	iv.end = off + int64(n)
 	h.putView(iv)

@@ -184,6 +184,19 @@ func (v *View) total(i int) (int64, error) {
 
 // Size returns the view's current length in bytes.
 func (v *View) Size() (int64, error) {
+	n, err := v.Held()
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// Held returns the length of what the view holds: its size, or, when
+// retention deleted records after the segments the view pinned (Size then
+// fails), the length up to that gap with ErrDeleted. A reader that can only
+// ask for the size before it reads (the kernel's page cache) reads up to
+// there, and fails after.
+func (v *View) Held() (int64, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.closed {
@@ -193,11 +206,6 @@ func (v *View) Size() (int64, error) {
 		return 0, err
 	}
 	v.refresh()
-	if v.deleted {
-		// The size would stop at the gap, and a reader that polls it
-		// (tail -f) would wait there for ever without an error.
-		return 0, v.atEnd()
-	}
 	n := -v.skip
 	for i := range v.segs {
 		t, err := v.total(i)
@@ -205,6 +213,11 @@ func (v *View) Size() (int64, error) {
 			return 0, err
 		}
 		n += t
+	}
+	if v.deleted {
+		// The size would stop at the gap, and a reader that polls it
+		// (tail -f) would wait there for ever without an error.
+		return n, v.atEnd()
 	}
 	return n, nil
 }
