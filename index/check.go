@@ -245,6 +245,9 @@ type Verifier struct {
 	// lastTimeFailed says the last time entry broke a rule already.
 	lastTimeFailed bool
 	errs           []error
+	// offFaults and timeFaults are the entries that broke a rule, in the
+	// order found (logfs dump reports them as Kafka's tool does).
+	offFaults, timeFaults []int
 }
 
 // NewVerifier returns a verifier of the given entries (decoded with
@@ -262,10 +265,12 @@ func NewVerifier(offPath string, off []OffsetEntry, timePath string, tim []TimeE
 }
 
 func (v *Verifier) offFail(i int, rule string) {
+	v.offFaults = append(v.offFaults, i)
 	v.errs = append(v.errs, &CorruptError{File: v.offPath, Rule: fmt.Sprintf("%s: entry %d (offset %d at position %d)", rule, i, v.off[i].Offset, v.off[i].Pos)})
 }
 
 func (v *Verifier) timeFail(j int, rule string) {
+	v.timeFaults = append(v.timeFaults, j)
 	if j == len(v.tim)-1 {
 		v.lastTimeFailed = true
 	}
@@ -358,6 +363,10 @@ func (v *Verifier) Finish(sealed bool, max int) []error {
 	}
 	return v.cap(max)
 }
+
+// Faults returns the offset and time entries that broke a rule, by index,
+// once Finish has run (all of them, whatever Finish's max).
+func (v *Verifier) Faults() (offsets, times []int) { return v.offFaults, v.timeFaults }
 
 func (v *Verifier) cap(max int) []error {
 	if len(v.errs) > max {

@@ -123,19 +123,20 @@ func (e ProducerEntry) FirstSequence() int32 {
 // readSnapshot does: version 1, the CRC, and the entry count against the
 // bytes (Kafka's schema read fails on a short or long array).
 func ParseSnapshot(data []byte) ([]ProducerEntry, error) {
+	// The messages are Kafka's CorruptSnapshotException's.
 	if len(data) < snapshotHeaderSize {
-		return nil, fmt.Errorf("%w: producer snapshot of %d bytes, the header alone is %d", ErrCorrupt, len(data), snapshotHeaderSize)
+		return nil, &SnapshotError{fmt.Sprintf("Snapshot failed schema validation: %d bytes, the header alone is %d", len(data), snapshotHeaderSize)}
 	}
 	be := binary.BigEndian
 	if v := int16(be.Uint16(data)); v != snapshotVersion {
-		return nil, fmt.Errorf("%w: producer snapshot version %d, want %d", ErrCorrupt, v, snapshotVersion)
+		return nil, &SnapshotError{fmt.Sprintf("Snapshot contained an unknown file version %d", v)}
 	}
 	if want, got := be.Uint32(data[2:]), crc32.Checksum(data[snapshotCRCStart:], castagnoli); want != got {
-		return nil, fmt.Errorf("%w: producer snapshot crc is %d, computed %d", ErrCorrupt, want, got)
+		return nil, &SnapshotError{fmt.Sprintf("Snapshot is corrupt (CRC is no longer valid). Stored crc: %d. Computed crc: %d", want, got)}
 	}
 	n := int32(be.Uint32(data[6:]))
 	if n < 0 || int64(len(data)-snapshotHeaderSize) != int64(n)*SnapshotEntrySize {
-		return nil, fmt.Errorf("%w: producer snapshot says %d entries in %d bytes", ErrCorrupt, n, len(data)-snapshotHeaderSize)
+		return nil, &SnapshotError{fmt.Sprintf("Snapshot failed schema validation: %d entries in %d bytes", n, len(data)-snapshotHeaderSize)}
 	}
 	out := make([]ProducerEntry, n)
 	for i := range out {
@@ -153,6 +154,13 @@ func ParseSnapshot(data []byte) ([]ProducerEntry, error) {
 	}
 	return out, nil
 }
+
+// SnapshotError is a producer snapshot that breaks Kafka's rules; its
+// message is Kafka's (CorruptSnapshotException). It wraps ErrCorrupt.
+type SnapshotError struct{ Message string }
+
+func (e *SnapshotError) Error() string { return e.Message }
+func (e *SnapshotError) Unwrap() error { return ErrCorrupt }
 
 // EncodeSnapshot encodes entries as a version 1 producer snapshot.
 func EncodeSnapshot(entries []ProducerEntry) []byte {
