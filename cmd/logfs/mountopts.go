@@ -50,7 +50,7 @@ var mountOptionHints = map[string]string{
 
 // mountOptionsHelp lists what -o takes, for the error of a word it does not.
 func mountOptionsHelp() string {
-	return "-o takes ro, rw, allow_other, default_permissions, debug, umask=, gid=, " +
+	return "-o takes ro, rw, allow_other, default_permissions, debug, direct_io, umask=, gid=, " +
 		"log.retention.check.interval.ms=, topic defaults " + strings.Join(storage.PropertyNames(), "=, ") + "=, " +
 		"and ignores noatime, relatime, nodev, nosuid, noexec, auto, noauto, user, nofail, _netdev, defaults, x-*"
 }
