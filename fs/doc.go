@@ -29,9 +29,10 @@
 // nothing; T is unix seconds, unix milliseconds (12 digits or more) or
 // RFC 3339 or a date (storage.ParseTimestamp), and a T that does not parse is
 // ENOENT. time/T is the same file as offset/N for the N that
-// Partition.OffsetForTime finds when it is looked up; when no record is
-// that recent, N is the log end offset, so time/T is an empty file that
-// grows with the records appended from then on (what `tail -f time/T`
+// Partition.OffsetForTime finds when it is looked up. When no record is
+// that recent, time/T is a file of its own (timefile.go): empty while
+// records stamped before T arrive, then the records from the first one
+// stamped T or later, whenever it was opened (what `tail -f time/T`
 // wants). .jsonl renders each record as one JSON object (offset,
 // timestamp, key, headers, value; non-UTF-8 bytes as {"base64":…}).
 //

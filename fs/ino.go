@@ -20,6 +20,10 @@ const (
 	kindInfo
 	kindValues // offset/N: record values
 	kindJSONL  // offset/N.jsonl
+	// time/T and time/T.jsonl while no record is stamped T or later (the
+	// offset field is T in ms): see timefile.go.
+	kindTime
+	kindTimeJSONL
 )
 
 // rootIno is the root directory's inode number, as FUSE fixes it.

@@ -450,6 +450,7 @@ type logFS struct {
 
 	mu     sync.Mutex
 	parts  map[partKey]*partState // GUARDED_BY(mu)
+	times  map[uint64]*timeNode   // GUARDED_BY(mu): time/T files not resolved at lookup, see timefile.go
 	closed bool                   // GUARDED_BY(mu)
 }
 
@@ -479,6 +480,7 @@ func newLogFS(l *storage.Log, o Options) *logFS {
 		perm:     permMask(o),
 		blksize:  bs,
 		parts:    make(map[partKey]*partState),
+		times:    make(map[uint64]*timeNode),
 	}
 }
 

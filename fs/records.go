@@ -151,9 +151,16 @@ func (d *timeDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if err != nil {
 		return nil, syscall.ENOENT // a name that cannot exist
 	}
+	_, end, err := d.ps.offsets(ctx) // first: see timeNode.resolve
+	if err != nil {
+		return nil, d.f.errno(err, "lookup", d.ps.path("time/"+name))
+	}
 	off, err := d.ps.offsetForTime(ctx, ts)
 	if err != nil {
 		return nil, d.f.errno(err, "lookup", d.ps.path("time/"+name))
+	}
+	if off >= end { // no record stamped ts or later yet (timefile.go)
+		return d.ps.lookupPendingTime(ctx, &d.Inode, name, format, ts, out)
 	}
 	return d.ps.lookupRecord(ctx, &d.Inode, "time/"+name, format, off, false, out)
 }
@@ -304,25 +311,37 @@ func (n *recordNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		return nil, 0, syscall.EACCES
 	}
-	// On a cluster, the open waits until the copy holds what the file
-	// shows now, and keeps it following the cluster until the release.
-	release, err := n.ps.hold(ctx, n.start)
+	h, err := n.open(ctx, n.ps.f.opts.DirectIO)
 	if err != nil {
 		return nil, 0, n.ps.f.errno(err, "open", n.ps.path(n.name()))
+	}
+	if h.directIO {
+		return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
+	}
+	return h, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
+}
+
+// open makes the handle Open returns, for direct I/O or the page cache.
+// On a cluster, it waits until the copy holds what the file shows now,
+// and keeps it following the cluster until the release.
+func (n *recordNode) open(ctx context.Context, directIO bool) (*recordHandle, error) {
+	release, err := n.ps.hold(ctx, n.start)
+	if err != nil {
+		return nil, err
 	}
 	v, err := n.ps.p.NewView(n.format, n.start)
 	if err != nil {
 		release()
-		return nil, 0, n.ps.f.errno(err, "open", n.ps.path(n.name()))
+		return nil, err
 	}
 	h := &recordHandle{n: n, release: release}
-	if n.ps.f.opts.DirectIO {
+	if directIO {
 		h.directIO, h.direct = true, v
 		h.ahead.open = h.newView
-		return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
+	} else {
+		h.idle = append(h.idle, idleView{v: v})
 	}
-	h.idle = append(h.idle, idleView{v: v})
-	return h, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
+	return h, nil
 }
 
 func (n *recordNode) OnForget() { n.ps.forget(&n.Inode) }
