@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/vfs"
@@ -114,8 +115,16 @@ func isPartitionDir(fsys vfs.FS, dir string) bool {
 // the directory itself, which no one can unlink away as they can a lock
 // file, and one on its .lock file, which a Kafka broker takes too (and
 // older logfs releases). The errors say which was refused and why.
+//
+// A lock held by another process is tried again for up to lockWait: a
+// process that is closing the directory (an unmounted mount, whose clean
+// shutdown marker is already there) lets go of it a moment later.
 func (l *Log) lockDir() (io.Closer, error) {
 	dirLock, err := l.fs.Lock(l.dir)
+	for deadline := time.Now().Add(lockWait); errors.Is(err, vfs.ErrLocked) && time.Now().Before(deadline); {
+		time.Sleep(lockWait / 20)
+		dirLock, err = l.fs.Lock(l.dir)
+	}
 	if err != nil {
 		return nil, lockError(l.dir, err, "another logfs process (a running mount?) has it open for writing")
 	}
@@ -149,6 +158,9 @@ func lockError(dir string, err error, who string) error {
 	}
 	return fmt.Errorf("lock data directory %s: %w", dir, err)
 }
+
+// lockWait is how long lockDir waits for another process to let go.
+const lockWait = time.Second
 
 // locks releases several locks, the first first.
 type locks []io.Closer

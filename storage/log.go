@@ -594,10 +594,12 @@ func (l *Log) Close() error {
 		if err == nil {
 			err = l.writeCheckpoints()
 		}
+		// The delayed deletes before the marker, the last write: the next
+		// process may take the directory as soon as the marker is there.
+		l.runPendingDeletes()
 		if err == nil {
 			err = recovery.WriteCleanShutdownMarker(l.fs, l.dir)
 		}
-		l.runPendingDeletes()
 		err = errors.Join(err, l.lock.Close())
 	}
 	return err
