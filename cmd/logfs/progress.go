@@ -73,9 +73,17 @@ func newMeter(w io.Writer, what string, total int64) *meter {
 
 // newCountMeter is newMeter for work counted in units other than bytes.
 func newCountMeter(w io.Writer, what, unit string, total int64) *meter {
+	return startMeter(w, what, unit, total, 0, "")
+}
+
+// startMeter starts a meter with some work done and a detail already, so
+// that its first frame shows them.
+func startMeter(w io.Writer, what, unit string, total, done int64, detail string) *meter {
 	m := &meter{what: what, unit: unit, start: time.Now(), w: w, term: isTerminal(w),
 		stop: make(chan struct{}), stopped: make(chan struct{})}
 	m.total.Store(total)
+	m.done.Store(done)
+	m.setDetail(detail)
 	if !m.term {
 		m.logger = newLogger(w, slog.LevelInfo, false, false)
 	}
@@ -227,21 +235,22 @@ func recoveryProgress(w io.Writer) func(recovery.Progress) {
 	return func(p recovery.Progress) {
 		mu.Lock()
 		defer mu.Unlock()
+		left := fmt.Sprintf("%d of %d partitions left", p.PartitionsLeft, p.Partitions)
 		if m == nil {
 			if p.Done {
 				return
 			}
 			if p.Clean {
-				m = newCountMeter(w, "opening", "partitions", int64(p.Partitions))
+				m = startMeter(w, "opening", "partitions", int64(p.Partitions), int64(p.Partitions-p.PartitionsLeft), "")
 			} else {
-				m = newMeter(w, "recovering", p.Bytes)
+				m = startMeter(w, "recovering", "", p.Bytes, p.Bytes-p.BytesLeft, left)
 			}
 		}
 		if p.Clean {
 			m.set(int64(p.Partitions - p.PartitionsLeft))
 		} else {
 			m.set(p.Bytes - p.BytesLeft)
-			m.setDetail(fmt.Sprintf("%d of %d partitions left", p.PartitionsLeft, p.Partitions))
+			m.setDetail(left)
 		}
 		if p.Done {
 			m.finish()
