@@ -151,7 +151,7 @@ func (h *appendHandle) tooLong(n int, maxMessage int64) bool {
 // with EFBIG.
 func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 	cfg := h.config()
-	maxMessage, segment := cfg.MaxMessageBytes, cfg.SegmentBytes
+	maxMessage := cfg.MaxMessageBytes
 	skipped := 0
 	if h.dropping {
 		i := bytes.IndexByte(data, '\n')
@@ -213,7 +213,7 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 		}
 		return skipped, err
 	}
-	done, err := h.n.ps.appendRecords(ctx, recs, segment)
+	done, err := h.n.ps.appendRecords(ctx, recs)
 	if err != nil {
 		return skipped, err
 	}
@@ -261,7 +261,7 @@ func (h *appendHandle) Release(ctx context.Context) syscall.Errno {
 	}
 	r, skip, err := h.record(h.partial, h.config())
 	if err == nil && !skip {
-		if _, err = h.n.ps.appendRecords(ctx, []storage.Record{r}, h.config().SegmentBytes); err == nil {
+		if _, err = h.n.ps.appendRecords(ctx, []storage.Record{r}); err == nil {
 			h.n.ps.invalidate()
 		}
 	}

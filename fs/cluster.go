@@ -148,32 +148,18 @@ func (ps *partState) hold(ctx context.Context, off record.Offset) (release func(
 }
 
 // appendRecords appends recs, the complete lines of one write, and returns
-// how many it took: all of them locally (in one batch unless a batch would
-// not fit in a segment), as many as fit one produce batch on a cluster.
-func (ps *partState) appendRecords(ctx context.Context, recs []storage.Record, segment int64) (int, error) {
+// how many it took: all of them locally (storage.Partition.Append: one
+// batch unless it would not fit max.message.bytes or a segment, and
+// atomic), as many as fit one produce batch on a cluster.
+func (ps *partState) appendRecords(ctx context.Context, recs []storage.Record) (int, error) {
 	if c := ps.f.c; c != nil {
 		return c.Produce(ctx, ps.p, recs)
 	}
-	p := ps.p
-	const slack = 16 // the varint deltas of a record in a batch, at most
-	done := 0
-	for done < len(recs) {
-		size, n := int64(record.HeaderSize), 0
-		for done+n < len(recs) {
-			r := &recs[done+n]
-			rs := int64(record.RecordSize(0, 0, r.Key, r.Value, r.Headers) + slack)
-			if n > 0 && size+rs > segment {
-				break
-			}
-			size += rs
-			n++
-		}
-		if _, err := p.Append(recs[done : done+n]); err != nil {
-			return done, err
-		}
-		done += n
+	// Locally one atomic Append: all of them or, on an error, none.
+	if _, err := ps.p.Append(recs); err != nil {
+		return 0, err
 	}
-	return done, nil
+	return len(recs), nil
 }
 
 // syncAppends is fsync(2) of an append file: locally the partition's

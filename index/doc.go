@@ -1,6 +1,10 @@
 // Package index reads and writes a segment's sparse indexes, the .index
 // (offset) and .timeindex (time) files, byte for byte as Apache Kafka lays
-// them out, through memory mappings. It owns every mmap in logfs.
+// them out. Readers search them through read-only memory mappings; every
+// byte reaches a file with pwrite through package vfs, never through a
+// mapping, so that a full disk is an error (ENOSPC) from the write that
+// needed the room, not a SIGBUS from a store into a page that has no block
+// behind it. It owns every mmap in logfs.
 //
 // # Entry layout
 //
@@ -53,14 +57,19 @@
 // # Lifecycle
 //
 //	CreateOffsetIndex / CreateTimeIndex     new active segment
-//	    file truncated, then extended to MaxBytes (10 MiB by default,
-//	    rounded down to a multiple of the entry size), mapped read-write
-//	Append / MaybeAppend ...                entries written in place
-//	Flush                                   msync: the durability path
-//	Seal                                    roll: trimmed to entries*size
-//	                                        bytes, remapped read-only
-//	Close                                   trimmed if writable, unmapped,
-//	                                        file closed; idempotent
+//	    file truncated to nothing; the capacity, MaxBytes (10 MiB by
+//	    default, rounded down to a multiple of the entry size), mapped
+//	    read-only past the end of the file. Nothing is preallocated.
+//	Append / MaybeAppend ...                entries kept in a page of
+//	                                        memory, written with one
+//	                                        pwrite per page
+//	WritePending                            the page written now
+//	Flush                                   the page written, fdatasync
+//	Seal                                    roll: the page written, mapped
+//	                                        entries only, read-only
+//	Close                                   the page written if writable,
+//	                                        unmapped, file closed;
+//	                                        idempotent
 //
 //	OpenOffsetIndex / OpenTimeIndex         existing file of a sealed segment
 //	    nothing mapped, nothing read: the first Lookup, Entry, Entries,
@@ -69,21 +78,28 @@
 //	    partition of thousands of segments maps nothing. Close, Rename and
 //	    Delete never map (KAFKA-9373).
 //	OpenXIndex with Options.Writable        existing file of the active segment
-//	    validated now, then extended back to MaxBytes, keeping its
-//	    entries, and mapped read-write (KAFKA-6388: a trimmed index
-//	    reopened as active must not look full).
+//	    validated now, then takes appends after its entries up to its
+//	    capacity (KAFKA-6388: a trimmed index reopened as active must not
+//	    look full).
 //
-// An empty file is never mapped (mmap rejects length 0): it is an index
-// with no entries. A writable index keeps its file open for resizing; a
-// sealed one keeps only its mapping; one never used keeps nothing. In a
-// writable index every byte past the entries is zero: the file is extended
-// with zeros, and TruncateTo and Reset zero what they drop.
+// An empty file is never mapped for reading (mmap rejects length 0): it is
+// an index with no entries. The file of a writable index holds exactly the
+// entries written to it; the newest (up to a page of them) may still be in
+// memory, where readers see them too. A writable index keeps its file open;
+// a sealed one keeps it until the next Flush and then only its mapping;
+// one never used keeps nothing.
 //
-// Durability: entries reach the disk with Flush. Close and Seal do not
-// sync. After a crash the active index is untrimmed, its tail zeros, and
-// validation calls it corrupt; that is expected, because recovery rebuilds
-// the indexes of the segments it replays from the log anyway. Creating a
-// file is durable once storage syncs the directory.
+// Durability: entries reach the disk with Flush. Close and Seal write what
+// is pending but do not sync. After a crash the active index may lack its
+// newest entries or end in a torn one; recovery rebuilds the indexes of
+// the segments it replays from the log anyway. Creating a file is durable
+// once storage syncs the directory.
+//
+// A full disk: Append and MaybeAppend fail with the file system's error
+// when the page they complete cannot be written, and change nothing (the
+// entries stay in memory and the next write tries again); Seal, Flush and
+// WritePending likewise. TruncateTo and TruncateEntries cut the file
+// (which never needs room) and take back entries still in memory.
 //
 // # Validation
 //
@@ -137,14 +153,16 @@
 // call them at any time, concurrently with one another and with the
 // writer. A reader racing with Close or Delete returns ErrClosed.
 //
-// Writers: Append, MaybeAppend, Reset, TruncateTo, Seal, Close, Rename and
+// Writers: Append, MaybeAppend, WritePending, Reset, TruncateTo,
+// TruncateEntries, Seal, Flush of a writable index, Close, Rename and
 // Delete. They belong to the segment's owner, which calls them one at a
-// time (storage does, under its segment lock). Append and MaybeAppend take
-// no lock at all, which is what keeps an append at a few nanoseconds, so
-// calling one while another writer runs is a bug in the caller: Close
-// could unmap the page being written. The other writers take the writer
-// mutex, which makes them safe with one another and with a reader's first
-// use of a lazily opened index.
+// time (storage does, under its partition lock). Append and MaybeAppend
+// take no lock at all, which is what keeps an append at a few
+// nanoseconds, so calling one while another writer runs is a bug in the
+// caller: both may write the page of pending entries. The other writers
+// take the writer mutex, which makes them safe with one another and with a
+// reader's first use of a lazily opened index. Flush of a sealed index may
+// run at any time.
 //
 // Two locks, taken in this order:
 //
@@ -156,10 +174,14 @@
 //     remap, unmap, truncation and Reset hold it exclusively, so munmap
 //     never runs under a reader.
 //
-// An append writes the entry's bytes into the mapping past the published
-// entries, then publishes the new count with an atomic store. Readers load
-// the count atomically, under mu, so they see either the old count or the
-// new one with the entry's bytes complete.
+// An append writes the entry's bytes into the page of pending entries
+// past the published ones, then publishes the new count with an atomic
+// store. Readers load the page and its count atomically, under mu, so they
+// see either the old count or the new one with the entry's bytes complete.
+// When the page is full the append writes it to the file first and only
+// then publishes a new, empty page whose entries follow the written ones:
+// a reader reads from the mapping only entries that are in the file, and
+// a page it loaded is never written again.
 //
 // # Mapped logs
 //

@@ -42,7 +42,7 @@ func MapLog(fd uintptr, path string, size int64) (*LogMap, error) {
 	if size <= 0 || int64(int(size)) != size {
 		return nil, fmt.Errorf("map %s: size %d", path, size)
 	}
-	b, err := mmapFd(int(fd), path, int(size), false)
+	b, err := mmapFd(int(fd), path, int(size))
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +152,9 @@ func (m *LogMap) FindBatch(pos, end record.Position, target, from record.Offset,
 // file cut under the mapping.
 func faultError(r any, path string, off int64) error {
 	if f, ok := r.(interface{ Addr() uintptr }); ok {
+		if off < 0 {
+			return fmt.Errorf("read %s: %w (fault at %#x)", path, ErrFault, f.Addr())
+		}
 		return fmt.Errorf("read %s at %d: %w (fault at %#x)", path, off, ErrFault, f.Addr())
 	}
 	panic(r)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"runtime/debug"
 
 	"github.com/logfs/logfs/record"
 )
@@ -82,29 +83,41 @@ type Span struct {
 // LookupSpan is Lookup that also returns the entry after the one found,
 // so that a reader can size its read of the log to the span instead of
 // guessing.
-func (x *OffsetIndex) LookupSpan(target record.Offset) (Span, error) {
+func (x *OffsetIndex) LookupSpan(target record.Offset) (sp Span, err error) {
+	defer x.catchFault(&err, debug.SetPanicOnFault(true))
 	if err := x.rlock(); err != nil {
 		return Span{}, err
 	}
-	sp := Span{Off: x.base, From: x.base, NextPos: -1}
-	n := int(x.entries.Load())
+	defer x.mu.RUnlock()
+	sp = Span{Off: x.base, From: x.base, NextPos: -1}
+	m, tail, n := x.view()
 	i := -1
 	if target >= x.base {
 		t := uint32(min(target-x.base, math.MaxUint32))
-		if i = offsetSlot(x.data, n, t); i >= 0 {
-			e := x.data[i*OffsetEntrySize:]
+		if i = offsetSlotIn(m, tail, t); i >= 0 {
+			e := x.slot(m, tail, i)
 			sp.Off, sp.Pos = x.base+record.Offset(be.Uint32(e)), record.Position(be.Uint32(e[4:]))
 		}
 		if i > 0 {
-			sp.From = x.base + record.Offset(be.Uint32(x.data[(i-1)*OffsetEntrySize:])) + 1
+			sp.From = x.base + record.Offset(be.Uint32(x.slot(m, tail, i-1))) + 1
 		}
 	}
 	if i+1 < n {
-		e := x.data[(i+1)*OffsetEntrySize:]
+		e := x.slot(m, tail, i+1)
 		sp.NextOff, sp.NextPos = x.base+record.Offset(be.Uint32(e)), record.Position(be.Uint32(e[4:]))
 	}
-	x.mu.RUnlock()
 	return sp, nil
+}
+
+// offsetSlotIn is offsetSlot over a view: the entries in the mapping,
+// then the pending ones of a writable index. Keys strictly increase, so
+// the answer is in the pending ones exactly when the first of them is <= t;
+// they are few (a page), and searched as a warm section.
+func offsetSlotIn(mapped, tail []byte, t uint32) int {
+	if len(tail) > 0 && be.Uint32(tail) <= t {
+		return len(mapped)/OffsetEntrySize + offsetSearch(tail, 0, len(tail)/OffsetEntrySize-1, t)
+	}
+	return offsetSlot(mapped, len(mapped)/OffsetEntrySize, t)
 }
 
 // offsetSlot is Kafka's lookup over the first n entries of data: the slot
@@ -186,13 +199,12 @@ func (x *OffsetIndex) Append(off record.Offset, pos record.Position) error {
 	if err := x.appendErr(); err != nil {
 		return err
 	}
-	n := int(x.entries.Load())
-	at := n * OffsetEntrySize
-	if at+OffsetEntrySize > len(x.data) {
+	last, n64, ok := x.lastW()
+	n := int(n64)
+	if n >= len(x.data)/OffsetEntrySize {
 		return fmt.Errorf("append offset %d to %s with %d entries: %w", off, x.path, n, ErrFull)
 	}
-	if n > 0 {
-		last := x.data[at-OffsetEntrySize:]
+	if ok {
 		if lastOff := x.base + record.Offset(be.Uint32(last)); off <= lastOff {
 			return fmt.Errorf("append offset %d after %d: %w", off, lastOff, ErrInvalidOffset)
 		}
@@ -206,26 +218,31 @@ func (x *OffsetIndex) Append(off record.Offset, pos record.Position) error {
 	if pos <= 0 || pos > math.MaxUint32 {
 		return fmt.Errorf("append position %d: %w", pos, ErrInvalidPosition)
 	}
-	e := x.data[at : at+OffsetEntrySize]
+	p, e, err := x.next()
+	if err != nil {
+		return err
+	}
 	be.PutUint32(e, uint32(off-x.base))
 	be.PutUint32(e[4:], uint32(pos))
 	if ls := x.logSize.Load(); ls >= 0 && int64(pos) >= ls {
 		x.logSize.Store(int64(pos) + 1)
 	}
-	x.entries.Store(int64(n + 1))
+	p.n.Store(int64(n + 1))
 	return nil
 }
 
 // Entry returns entry i, 0 <= i < Entries().
-func (x *OffsetIndex) Entry(i int) (record.Offset, record.Position, error) {
+func (x *OffsetIndex) Entry(i int) (_ record.Offset, _ record.Position, err error) {
+	defer x.catchFault(&err, debug.SetPanicOnFault(true))
 	if err := x.rlock(); err != nil {
 		return 0, 0, err
 	}
 	defer x.mu.RUnlock()
-	if n := int(x.entries.Load()); i < 0 || i >= n {
+	m, tail, n := x.view()
+	if i < 0 || i >= n {
 		return 0, 0, fmt.Errorf("entry %d of %d: %w", i, n, ErrOutOfRange)
 	}
-	e := x.data[i*OffsetEntrySize:]
+	e := x.slot(m, tail, i)
 	return x.base + record.Offset(be.Uint32(e)), record.Position(be.Uint32(e[4:])), nil
 }
 

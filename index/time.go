@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"runtime/debug"
 
 	"github.com/logfs/logfs/record"
 )
@@ -57,17 +58,27 @@ func OpenTimeIndex(path string, base record.Offset, o Options) (*TimeIndex, erro
 
 // Lookup returns the entry with the largest timestamp <= ts, or (-1, base)
 // when there is none: the index is empty or ts is below its first entry.
-func (x *TimeIndex) Lookup(ts int64) (int64, record.Offset, error) {
+func (x *TimeIndex) Lookup(ts int64) (_ int64, _ record.Offset, err error) {
+	defer x.catchFault(&err, debug.SetPanicOnFault(true))
 	if err := x.rlock(); err != nil {
 		return 0, 0, err
 	}
+	defer x.mu.RUnlock()
 	found, off := int64(-1), x.base
-	if i := timeSlot(x.data, int(x.entries.Load()), ts); i >= 0 {
-		e := x.data[i*TimeEntrySize:]
+	m, tail, _ := x.view()
+	if i := timeSlotIn(m, tail, ts); i >= 0 {
+		e := x.slot(m, tail, i)
 		found, off = int64(be.Uint64(e)), x.base+record.Offset(be.Uint32(e[8:]))
 	}
-	x.mu.RUnlock()
 	return found, off, nil
+}
+
+// timeSlotIn is timeSlot over a view, as offsetSlotIn.
+func timeSlotIn(mapped, tail []byte, t int64) int {
+	if len(tail) > 0 && int64(be.Uint64(tail)) <= t {
+		return len(mapped)/TimeEntrySize + timeSearch(tail, 0, len(tail)/TimeEntrySize-1, t)
+	}
+	return timeSlot(mapped, len(mapped)/TimeEntrySize, t)
 }
 
 // timeSlot is offsetSlot for timestamps: the slot of the largest timestamp
@@ -125,14 +136,14 @@ func (x *TimeIndex) MaybeAppend(ts int64, off record.Offset, skipFullCheck bool)
 	if err := x.appendErr(); err != nil {
 		return err
 	}
-	n := int(x.entries.Load())
+	last, n64, ok := x.lastW()
+	n := int(n64)
 	slots := len(x.data) / TimeEntrySize
 	if !skipFullCheck && n >= slots-1 {
 		return fmt.Errorf("append timestamp %d to %s with %d of %d entries: %w", ts, x.path, n, slots, ErrFull)
 	}
 	lastTs, lastOff := int64(-1), x.base
-	if n > 0 {
-		last := x.data[(n-1)*TimeEntrySize:]
+	if ok {
 		lastTs, lastOff = int64(be.Uint64(last)), x.base+record.Offset(be.Uint32(last[8:]))
 		if off < lastOff {
 			return fmt.Errorf("append offset %d after %d: %w", off, lastOff, ErrInvalidOffset)
@@ -150,23 +161,28 @@ func (x *TimeIndex) MaybeAppend(ts int64, off record.Offset, skipFullCheck bool)
 	if n >= slots {
 		return fmt.Errorf("append timestamp %d to %s with %d of %d entries: %w", ts, x.path, n, slots, ErrFull)
 	}
-	e := x.data[n*TimeEntrySize : (n+1)*TimeEntrySize]
+	p, e, err := x.next()
+	if err != nil {
+		return err
+	}
 	be.PutUint64(e, uint64(ts))
 	be.PutUint32(e[8:], uint32(off-x.base))
-	x.entries.Store(int64(n + 1))
+	p.n.Store(int64(n + 1))
 	return nil
 }
 
 // Entry returns entry i, 0 <= i < Entries().
-func (x *TimeIndex) Entry(i int) (int64, record.Offset, error) {
+func (x *TimeIndex) Entry(i int) (_ int64, _ record.Offset, err error) {
+	defer x.catchFault(&err, debug.SetPanicOnFault(true))
 	if err := x.rlock(); err != nil {
 		return 0, 0, err
 	}
 	defer x.mu.RUnlock()
-	if n := int(x.entries.Load()); i < 0 || i >= n {
+	m, tail, n := x.view()
+	if i < 0 || i >= n {
 		return 0, 0, fmt.Errorf("entry %d of %d: %w", i, n, ErrOutOfRange)
 	}
-	e := x.data[i*TimeEntrySize:]
+	e := x.slot(m, tail, i)
 	return int64(be.Uint64(e)), x.base + record.Offset(be.Uint32(e[8:])), nil
 }
 

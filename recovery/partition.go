@@ -357,7 +357,7 @@ func (l *loader) lastSegmentEnd(last Segment) error {
 	}
 	start := record.Position(0)
 	if !last.IndexMissing {
-		idx, err := index.OpenOffsetIndex(layout.SegmentPath(o.Dir, last.Base, layout.IndexSuffix), last.Base, index.Options{LogSize: last.Size})
+		idx, err := index.OpenOffsetIndex(layout.SegmentPath(o.Dir, last.Base, layout.IndexSuffix), last.Base, index.Options{FS: o.FS, LogSize: last.Size})
 		if err == nil {
 			if _, pos, err := idx.LastEntry(); err == nil {
 				start = pos
@@ -503,7 +503,7 @@ func (l *loader) empty() error {
 		if err := errors.Join(f.Sync(), f.Close()); err != nil {
 			return err
 		}
-		b, err := newIndexBuilder(o.Dir, base, o.IndexConfig)
+		b, err := newIndexBuilder(o.FS, o.Dir, base, o.IndexConfig)
 		if err != nil {
 			return err
 		}

@@ -123,7 +123,7 @@ func scanPending(fs vfs.FS, dir string, base record.Offset, cfg IndexConfig, rea
 	}
 	p.res.Size = record.Position(st.Size())
 	if !readOnly {
-		if p.b, err = newIndexBuilder(dir, base, cfg); err != nil {
+		if p.b, err = newIndexBuilder(fs, dir, base, cfg); err != nil {
 			return fail(err)
 		}
 	}
@@ -242,7 +242,7 @@ func RebuildIndexes(fs vfs.FS, dir string, base record.Offset, size record.Posit
 		return res, err
 	}
 	defer f.Close()
-	b, err := newIndexBuilder(dir, base, cfg)
+	b, err := newIndexBuilder(fs, dir, base, cfg)
 	if err != nil {
 		return res, err
 	}
@@ -340,8 +340,8 @@ type indexBuilder struct {
 	timeDone    bool // the time index is in place
 }
 
-func newIndexBuilder(dir string, base record.Offset, cfg IndexConfig) (*indexBuilder, error) {
-	opts := index.Options{MaxBytes: cfg.IndexBytes, Writable: true}
+func newIndexBuilder(fs vfs.FS, dir string, base record.Offset, cfg IndexConfig) (*indexBuilder, error) {
+	opts := index.Options{FS: fs, MaxBytes: cfg.IndexBytes, Writable: true}
 	off, err := index.CreateOffsetIndex(layout.SegmentPath(dir, base, layout.IndexSuffix+tmpSuffix), base, opts)
 	if err != nil {
 		return nil, err

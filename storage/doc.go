@@ -18,15 +18,21 @@
 // # Segments
 //
 // A partition is a sorted list of segments; the last one takes appends.
-// Each append is one RecordBatch v2 (package record) written with one
-// pwrite at the end of the active .log. An offset-index and a time-index
-// entry are added when more than index.interval.bytes of log lie since the
-// last entry, keyed by the batch's last offset at the batch's start, as
-// Kafka does. A segment rolls before an append when the batch would not fit
-// in segment.bytes, when its first batch is older than segment.ms, when an
-// index is full, or when an offset would overflow a relative offset; the
-// old segment gets its final time-index entry and trimmed indexes and is
-// flushed in the background.
+// An append (Partition.Append) is atomic: its records go down as one
+// RecordBatch v2 (package record), or as several consecutive ones when one
+// would not fit max.message.bytes or segment.bytes, each written with one
+// pwrite at the end of the active .log, rolling as it must; readers see
+// them only once all are down (the published sizes, segment list and log
+// end move together, at the end), and on any error everything the append
+// wrote is taken back: the log cut, index entries dropped, rolled segments
+// deleted (see appendTx). An offset-index and a time-index entry are added
+// when more than index.interval.bytes of log lie since the last entry,
+// keyed by the batch's last offset at the batch's start, as Kafka does. A
+// segment rolls before a batch when it would not fit in segment.bytes,
+// when its first batch is older than segment.ms, when an index is full, or
+// when an offset would overflow a relative offset; the old segment gets its
+// final time-index entry and trimmed indexes and is flushed in the
+// background.
 //
 // # Reading
 //
@@ -78,8 +84,11 @@
 // recovery point (every offset below it is durable) is written to Kafka's
 // recovery-point-offset-checkpoint every minute and on Close, which ends
 // with .kafka_cleanshutdown; an unclean start recovers with package
-// recovery. A failed or short write is cut back before the append returns,
-// so nothing half-appended is ever visible.
+// recovery. A failed or short write, anywhere in an append (the log, an
+// index, a new segment), is undone before the append returns, so nothing
+// half-appended is ever visible; ENOSPC, EIO and EDQUOT reach the caller
+// wrapped as they came. If the undo fails too, the partition refuses
+// appends with ErrFailed until it is reopened, and recovered.
 //
 // # Retention
 //

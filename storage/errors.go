@@ -21,8 +21,8 @@ var (
 	ErrDeleted = errors.New("logfs/storage: records deleted by retention before they were read")
 
 	// ErrRecordTooLarge is returned by an append holding a record whose
-	// single-record batch would exceed the topic's max.message.bytes, or a
-	// batch larger than segment.bytes. Nothing of the append is written.
+	// single-record batch would exceed the topic's max.message.bytes or
+	// segment.bytes. Nothing of the append is written.
 	ErrRecordTooLarge = errors.New("logfs/storage: record too large")
 
 	// ErrInvalidTopic is returned for a topic name that breaks Kafka's rules

@@ -29,9 +29,10 @@ var ErrNotFollowing = errors.New("logfs/storage: fetched batches do not continue
 // AppendFetched appends whole fetched batches, each exactly as the leader
 // sent it. Each batch's CRC is checked, its base offset must be at or
 // above the log end offset (the follower may leave batches out, as
-// compaction does), and it must fit in a segment; on an error the batches
-// before the bad one stay appended. Like Append, each batch becomes
-// visible to readers whole. max.message.bytes does not apply: the leader
+// compaction does), and it must fit in a segment; a batch that breaks one
+// of these ends the call, and the batches before it stay appended. A
+// failure to write (a full disk, an I/O error) leaves nothing of the call,
+// as Append. The batches become visible to readers together. max.message.bytes does not apply: the leader
 // already accepted the batches.
 func (p *Partition) AppendFetched(batches [][]byte) error {
 	cfg := p.topic.Config()
@@ -172,53 +173,42 @@ func (p *Partition) dropSegments(segs []*segment) {
 	}
 }
 
-// appendFetchedLocked is AppendFetched with Partition.mu held.
+// appendFetchedLocked is AppendFetched with Partition.mu held. The
+// batches go down in one atomic append (appendTx): a batch that breaks a
+// rule ends it, and those before it are committed; a failure to write
+// takes back every batch of the call, which the follower fetches again.
 func (p *Partition) appendFetchedLocked(batches [][]byte, cfg Config) error {
-	now := p.topic.log.now()
-	appended := false
-	defer func() {
-		if appended {
-			p.lastAppend.Store(now.UnixNano())
-			p.notify()
-		}
-	}()
+	tx, err := p.beginAppend(cfg, p.topic.log.now())
+	if err != nil {
+		return err
+	}
 	for _, raw := range batches {
 		b, err := record.ParseBatch(raw, 0)
 		if err != nil {
-			return fmt.Errorf("fetched batch for %s: %w", p, err)
+			err = fmt.Errorf("fetched batch for %s: %w", p, err)
+		} else {
+			h := b.BatchHeader
+			switch {
+			case int64(len(raw)) != h.Size():
+				err = fmt.Errorf("fetched batch for %s at offset %d: %d bytes for a batch of %d", p, h.BaseOffset, len(raw), h.Size())
+			case h.BaseOffset < tx.end:
+				err = fmt.Errorf("%w: %s: batch at offset %d, the copy ends at %d", ErrNotFollowing, p, h.BaseOffset, tx.end)
+			case h.Size() > cfg.SegmentBytes:
+				err = fmt.Errorf("%w: %s: fetched batch of %d bytes, segment.bytes of the copy is %d", ErrRecordTooLarge, p, h.Size(), cfg.SegmentBytes)
+			}
 		}
-		h := b.BatchHeader
-		switch end := p.EndOffset(); {
-		case int64(len(raw)) != h.Size():
-			return fmt.Errorf("fetched batch for %s at offset %d: %d bytes for a batch of %d", p, h.BaseOffset, len(raw), h.Size())
-		case h.BaseOffset < end:
-			return fmt.Errorf("%w: %s: batch at offset %d, the copy ends at %d", ErrNotFollowing, p, h.BaseOffset, end)
-		case h.Size() > cfg.SegmentBytes:
-			return fmt.Errorf("%w: %s: fetched batch of %d bytes, segment.bytes of the copy is %d", ErrRecordTooLarge, p, h.Size(), cfg.SegmentBytes)
-		}
-		seg := p.active()
-		if err := seg.makeWritable(); err != nil {
-			return err
-		}
-		roll, err := p.shouldRoll(seg, h.Size(), &h, cfg, now)
 		if err != nil {
-			return err
-		}
-		if roll {
-			if seg, err = p.rollLocked(h.BaseOffset); err != nil {
-				return err
-			}
-		}
-		if err := seg.appendBatch(raw, &h); err != nil {
-			if errors.Is(err, ErrFailed) {
-				p.failed = err
+			if _, cerr := tx.commit(); cerr != nil {
+				return cerr
 			}
 			return err
 		}
-		p.end.Store(int64(h.NextOffset()))
-		appended = true
+		if err := tx.add(raw, -1, false); err != nil {
+			return tx.abort(err)
+		}
 	}
-	return nil
+	_, err = tx.commit()
+	return err
 }
 
 // followerStateFile holds what a follower copy records about itself: the

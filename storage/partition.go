@@ -155,138 +155,6 @@ func (p *Partition) writableLocked() error {
 	return nil
 }
 
-// Append writes recs as one batch and returns the offset of the first. The
-// batch is visible to readers whole or not at all. It is durable after the
-// next flush: Sync, flush.ms, flush.messages, a roll or a clean close.
-func (p *Partition) Append(recs []Record) (record.Offset, error) {
-	if len(recs) == 0 {
-		return p.EndOffset(), nil
-	}
-	cfg := p.topic.Config()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.writableLocked(); err != nil {
-		return 0, err
-	}
-	// One reading of the clock per append, under the lock, so that
-	// timestamps given here and the partition's mtime follow offset order
-	// (reading the clock is a tenth of an unbatched append on this VM).
-	now := p.topic.log.now()
-	nowMs := now.UnixMilli()
-	b := &p.builder
-	b.Reset()
-	var rendered int64 // the batch's Values rendering: each value and '\n'
-	for i := range recs {
-		r := &recs[i]
-		if err := cfg.CheckRecord(r); err != nil {
-			return 0, fmt.Errorf("record %d: %w", i, err)
-		}
-		ts := r.Timestamp
-		if ts == 0 {
-			ts = nowMs
-		}
-		b.Append(ts, r.Key, r.Value, r.Headers)
-		rendered += int64(len(r.Value)) + 1
-	}
-	raw, err := b.Build()
-	if err != nil {
-		return 0, err
-	}
-	if int64(len(raw)) > cfg.SegmentBytes {
-		return 0, fmt.Errorf("%w: batch of %d bytes, segment.bytes is %d", ErrRecordTooLarge, len(raw), cfg.SegmentBytes)
-	}
-	return p.appendLocked(raw, rendered, cfg, now)
-}
-
-// appendLocked assigns offsets to an encoded batch and writes it, rolling
-// first if the active segment has no room for it. rendered is the size of
-// the batch's Values rendering; now is the time of the append.
-func (p *Partition) appendLocked(raw []byte, rendered int64, cfg Config, now time.Time) (record.Offset, error) {
-	h, err := record.ParseHeader(raw, 0)
-	if err != nil {
-		return 0, err
-	}
-	base := p.EndOffset()
-	record.SetBaseOffset(raw, base)
-	h.BaseOffset = base
-	seg := p.active()
-	if err := seg.makeWritable(); err != nil {
-		return 0, err
-	}
-	roll, err := p.shouldRoll(seg, int64(len(raw)), &h, cfg, now)
-	if err != nil {
-		return 0, err
-	}
-	if roll {
-		if seg, err = p.rollLocked(base); err != nil {
-			return 0, err
-		}
-	}
-	pos := record.Position(seg.size.Load())
-	if err := seg.appendBatch(raw, &h); err != nil {
-		if errors.Is(err, ErrFailed) {
-			p.failed = err
-		}
-		return 0, err
-	}
-	seg.views.appended(&h, pos, rendered)
-	p.end.Store(int64(h.NextOffset()))
-	p.lastAppend.Store(now.UnixNano())
-	p.notify()
-	// The records not yet flushed are the offsets from the recovery point
-	// to the log end, as Kafka counts them (unflushedMessages).
-	if cfg.FlushMessages > 0 && p.end.Load()-p.flushedTo.Load() >= cfg.FlushMessages {
-		if err := p.Sync(); err != nil {
-			return base, fmt.Errorf("flush after %d messages: %w", cfg.FlushMessages, err)
-		}
-	}
-	return base, nil
-}
-
-// shouldRoll applies Kafka's roll conditions before an append: the batch
-// would not fit in segment.bytes, the segment is older than segment.ms, an
-// index is full, or the batch's offsets would overflow a relative offset.
-func (p *Partition) shouldRoll(seg *segment, batchSize int64, h *record.BatchHeader, cfg Config, now time.Time) (bool, error) {
-	size := seg.size.Load()
-	if size == 0 {
-		return false, nil
-	}
-	if size > cfg.SegmentBytes-batchSize {
-		return true, nil
-	}
-	if err := seg.loadRollTimestamp(); err != nil {
-		return false, err
-	}
-	waited := now.Sub(seg.created).Milliseconds()
-	if seg.rollTS >= 0 {
-		waited = h.MaxTimestamp - seg.rollTS
-	}
-	if waited > cfg.SegmentMs {
-		return true, nil
-	}
-	return seg.indexFull() || !seg.checkRelativeOffset(h.LastOffset()), nil
-}
-
-// rollLocked starts a new active segment at base and seals the old one.
-func (p *Partition) rollLocked(base record.Offset) (*segment, error) {
-	old := p.active()
-	seg, err := createSegment(p.topic.log.fs, p.dir, base, p.topic.segmentConfig(), p.topic.log.logger)
-	if err != nil {
-		return nil, fmt.Errorf("roll %s at offset %d: %w", p, base, err)
-	}
-	seg.seq = old.seq + 1
-	if err := old.seal(); err != nil {
-		seg.release()
-		return nil, fmt.Errorf("roll %s: seal segment %d: %w", p, old.base, err)
-	}
-	old.views.sealed(old)
-	p.setSegments(append(slices.Clone(p.segments()), seg))
-	p.dirDirty.Store(true)
-	p.topic.log.flushSoon(p)
-	p.topic.log.logger.Debug("rolled segment", "partition", p.String(), "base", base)
-	return seg, nil
-}
-
 // Sync makes every record appended so far durable: it fsyncs the segments
 // written since the last flush and, after a roll, the partition folder.
 // Concurrent callers share one flush.
@@ -474,7 +342,7 @@ func (p *Partition) detachExpired(now time.Time) ([]*segment, error) {
 			if n == 0 {
 				return nil, nil
 			}
-		} else if _, err := p.rollLocked(p.EndOffset()); err != nil {
+		} else if err := p.rollLocked(p.EndOffset()); err != nil {
 			return nil, err
 		}
 	}

@@ -94,7 +94,7 @@ func (s *segment) rebuildIndexesLocked() error {
 	if err := s.fs.SyncDir(s.dir); err != nil {
 		return err
 	}
-	opts := index.Options{MaxBytes: s.cfg.indexBytes, LogSize: size}
+	opts := index.Options{FS: s.fs, MaxBytes: s.cfg.indexBytes, LogSize: size}
 	if s.offIdx, err = index.OpenOffsetIndex(s.indexPath(), s.base, opts); err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func (s *segment) closeIndexHandlesLocked() {
 func (s *segment) openWritableIndexesLocked() error {
 	s.closeIndexHandlesLocked()
 	open := func() error {
-		opts := index.Options{MaxBytes: s.cfg.indexBytes, LogSize: record.Position(s.size.Load()), Writable: true}
+		opts := index.Options{FS: s.fs, MaxBytes: s.cfg.indexBytes, LogSize: record.Position(s.size.Load()), Writable: true}
 		var err error
 		if s.offIdx, err = index.OpenOffsetIndex(s.indexPath(), s.base, opts); err != nil {
 			return err

@@ -105,6 +105,8 @@ func (s *segment) viewIndexPath() string { return s.stem + layout.ViewIndexSuffi
 
 // createSegment makes a new, empty active segment. Stale files that already
 // carry its name (left by a crash between roll and checkpoint) are replaced.
+// If it fails, it removes what it created: an empty .log left behind would
+// be a segment to the next start.
 func createSegment(fs vfs.FS, dir string, base record.Offset, cfg *segmentConfig, logger *slog.Logger) (*segment, error) {
 	s := &segment{base: base, dir: dir, stem: layout.SegmentPath(dir, base, ""), fs: fs, cfg: cfg, logger: logger, created: time.Now(), rollTS: record.NoTimestamp, rollTSKnown: true}
 	f, err := fs.OpenFile(s.logPath(), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -112,15 +114,22 @@ func createSegment(fs vfs.FS, dir string, base record.Offset, cfg *segmentConfig
 		return nil, err
 	}
 	s.log = f
-	opts := index.Options{MaxBytes: cfg.indexBytes, LogSize: 0, Writable: true}
-	if s.offIdx, err = index.CreateOffsetIndex(s.indexPath(), base, opts); err != nil {
-		f.Close()
+	s.refs.Store(1)
+	fail := func(err error) (*segment, error) {
+		if derr := s.discard(); derr != nil {
+			logger.Warn("removing the files of a segment that could not be created", "segment", s.logPath(), "err", derr)
+		}
 		return nil, err
 	}
+	opts := index.Options{FS: fs, MaxBytes: cfg.indexBytes, LogSize: 0, Writable: true}
+	if s.offIdx, err = index.CreateOffsetIndex(s.indexPath(), base, opts); err != nil {
+		return fail(err)
+	}
 	if s.timeIdx, err = index.CreateTimeIndex(s.timeIndexPath(), base, opts); err != nil {
-		s.offIdx.Close()
-		f.Close()
-		return nil, err
+		return fail(err)
+	}
+	if err := s.removeViewIndex(); err != nil {
+		return fail(err)
 	}
 	s.writable = true
 	s.endsChecked.Store(true)
@@ -128,12 +137,7 @@ func createSegment(fs vfs.FS, dir string, base record.Offset, cfg *segmentConfig
 	s.tsOnce.Do(func() {})
 	s.maxTS.Store(record.NoTimestamp)
 	s.maxTSOffset.Store(int64(base))
-	s.refs.Store(1)
 	s.views.start(s)
-	if err := s.removeViewIndex(); err != nil {
-		s.release()
-		return nil, err
-	}
 	return s, nil
 }
 
@@ -175,7 +179,7 @@ func openSegment(fs vfs.FS, dir string, base record.Offset, logSize record.Posit
 		s.fallback = &memIndex{}
 		return s, nil
 	}
-	opts := index.Options{MaxBytes: cfg.indexBytes, LogSize: logSize}
+	opts := index.Options{FS: fs, MaxBytes: cfg.indexBytes, LogSize: logSize}
 	s.offIdx, err = index.OpenOffsetIndex(s.indexPath(), base, opts)
 	if err == nil {
 		s.timeIdx, err = index.OpenTimeIndex(s.timeIndexPath(), base, opts)
@@ -305,49 +309,29 @@ func (s *segment) maxTimestamp() (int64, error) {
 	return s.maxTS.Load(), nil
 }
 
-// appendBatch writes one encoded batch at the end of the log. It is called
-// with Partition.mu held. On a failed or short write the log is cut back, so
-// nothing of the batch remains; if that fails too, the error wraps ErrFailed.
-func (s *segment) appendBatch(b []byte, h *record.BatchHeader) error {
-	pos := s.size.Load()
-	if _, err := s.log.WriteAt(b, pos); err != nil {
-		if terr := s.log.Truncate(pos); terr != nil {
-			return fmt.Errorf("%w: append to %s: %w; cutting it back: %v", ErrFailed, s.logPath(), err, terr)
-		}
-		return fmt.Errorf("append to %s: %w", s.logPath(), err)
-	}
-	if err := s.loadTimestamps(); err != nil {
-		return err
-	}
-	if pos == 0 {
-		s.rollTS, s.rollTSKnown = h.MaxTimestamp, true
-	}
-	if h.MaxTimestamp > s.maxTS.Load() {
-		s.maxTSOffset.Store(int64(h.LastOffset()))
-		s.maxTS.Store(h.MaxTimestamp)
-	}
-	s.size.Store(pos + int64(len(b)))
-	if s.bytesSinceIndex > s.cfg.indexInterval {
-		s.addIndexEntry(h.LastOffset(), record.Position(pos))
-		s.bytesSinceIndex = 0
-	}
-	s.bytesSinceIndex += int64(len(b))
-	return nil
-}
-
-// addIndexEntry records an index entry. Indexes are derived data: a failure
-// is logged and the lookups it would have sped up scan a little further.
-func (s *segment) addIndexEntry(last record.Offset, pos record.Position) {
+// addIndexEntry adds an index entry for the batch whose last offset is
+// last, at pos, with the segment's max timestamp so far. An entry the
+// index refuses by its rules is left out (logged): the index stays
+// correct, only sparser. A failure to write is returned: the append that
+// needed the entry fails with it.
+func (s *segment) addIndexEntry(last record.Offset, pos record.Position, maxTS int64, maxTSOffset record.Offset) error {
 	s.roomKnown.Store(false)
 	s.idxMu.RLock()
 	defer s.idxMu.RUnlock()
 	if err := s.offIdx.Append(last, pos); err != nil {
+		if !indexRuleErr(err) {
+			return err
+		}
 		s.logger.Warn("offset index entry not added", "segment", s.logPath(), "err", err)
-		return
+		return nil
 	}
-	if err := s.timeIdx.MaybeAppend(s.maxTS.Load(), record.Offset(s.maxTSOffset.Load()), false); err != nil {
+	if err := s.timeIdx.MaybeAppend(maxTS, maxTSOffset, false); err != nil {
+		if !indexRuleErr(err) {
+			return err
+		}
 		s.logger.Warn("time index entry not added", "segment", s.logPath(), "err", err)
 	}
+	return nil
 }
 
 // indexFull reports whether either index has no room for another entry.
@@ -380,39 +364,113 @@ func (s *segment) loadRollTimestamp() error {
 	return nil
 }
 
-// seal makes the segment read-only: the final time-index entry, then both
-// indexes trimmed to their entries, as Kafka's onBecomeInactiveSegment.
-func (s *segment) seal() error {
-	if s.frozen.Load() {
-		return nil
+// appendBatch writes one encoded batch at the end of a segment that no
+// reader sees yet (a follower's prepended segment, see Prepend), and
+// publishes its size and max timestamp at once; appends to a partition's
+// segments go through appendTx instead. On a failed write the log is cut
+// back; the caller discards the segment on any error.
+func (s *segment) appendBatch(raw []byte, h *record.BatchHeader) error {
+	pos := s.size.Load()
+	if _, err := s.log.WriteAt(raw, pos); err != nil {
+		_ = s.log.Truncate(pos)
+		return fmt.Errorf("append to %s: %w", s.logPath(), err)
 	}
-	if !s.writable {
-		// Reopened and never appended to: its indexes are as the last
-		// close or recovery left them, trimmed and final.
-		s.frozen.Store(true)
-		return nil
+	if pos == 0 {
+		s.rollTS, s.rollTSKnown = h.MaxTimestamp, true
 	}
-	if err := s.loadTimestamps(); err != nil {
-		return err
+	if h.MaxTimestamp > s.maxTS.Load() {
+		s.maxTSOffset.Store(int64(h.LastOffset()))
+		s.maxTS.Store(h.MaxTimestamp)
 	}
-	s.idxMu.Lock()
-	defer s.idxMu.Unlock()
-	if s.timeIdx != nil {
-		if err := s.timeIdx.MaybeAppend(s.maxTS.Load(), record.Offset(s.maxTSOffset.Load()), true); err != nil {
+	s.size.Store(pos + int64(len(raw)))
+	if s.bytesSinceIndex > s.cfg.indexInterval {
+		if err := s.addIndexEntry(h.LastOffset(), record.Position(pos), s.maxTS.Load(), record.Offset(s.maxTSOffset.Load())); err != nil {
 			return err
 		}
-		if err := s.timeIdx.Seal(); err != nil {
+		s.bytesSinceIndex = 0
+	}
+	s.bytesSinceIndex += int64(len(raw))
+	return nil
+}
+
+// seal is prepareSeal then finishSeal, for a segment no reader sees yet.
+func (s *segment) seal() error {
+	if err := s.prepareSeal(s.maxTS.Load(), record.Offset(s.maxTSOffset.Load())); err != nil {
+		return err
+	}
+	s.finishSeal()
+	return nil
+}
+
+// prepareSeal writes what sealing the segment needs on disk: the final
+// time-index entry, for the segment's max timestamp (maxTS, reached by the
+// batch ending at maxTSOffset, as the append that rolls it knows them),
+// then every index entry still in memory. After it finishSeal cannot
+// fail. A segment reopened and never appended to needs nothing: its
+// indexes are as the last close or recovery left them, trimmed and final.
+func (s *segment) prepareSeal(maxTS int64, maxTSOffset record.Offset) error {
+	if !s.writable {
+		return nil
+	}
+	s.idxMu.RLock()
+	defer s.idxMu.RUnlock()
+	if s.timeIdx != nil {
+		if err := s.timeIdx.MaybeAppend(maxTS, maxTSOffset, true); err != nil {
+			return err
+		}
+		if err := s.timeIdx.WritePending(); err != nil {
 			return err
 		}
 	}
 	if s.offIdx != nil {
-		if err := s.offIdx.Seal(); err != nil {
+		if err := s.offIdx.WritePending(); err != nil {
 			return err
 		}
 	}
-	s.writable = false
-	s.frozen.Store(true)
 	return nil
+}
+
+// finishSeal makes the segment read-only, after prepareSeal: its indexes
+// trimmed and mapped read-only, as Kafka's onBecomeInactiveSegment, and no
+// more appends. It writes nothing.
+func (s *segment) finishSeal() {
+	if s.writable {
+		s.idxMu.Lock()
+		for _, x := range []interface{ Seal() error }{s.timeIdx, s.offIdx} {
+			if x == nil {
+				continue
+			}
+			if err := x.Seal(); err != nil { // nothing left to write: only a closed index fails
+				s.logger.Error("seal index", "segment", s.logPath(), "err", err)
+			}
+		}
+		s.idxMu.Unlock()
+		s.writable = false
+	}
+	s.frozen.Store(true)
+}
+
+// discard deletes a segment that an append created and is taking back:
+// its files are removed (the .log emptied first, so that even a file that
+// cannot be removed holds nothing) and its handles closed.
+func (s *segment) discard() error {
+	var errs []error
+	s.idxMu.Lock()
+	if s.offIdx != nil {
+		errs = append(errs, s.offIdx.Delete())
+	}
+	if s.timeIdx != nil {
+		errs = append(errs, s.timeIdx.Delete())
+	}
+	s.idxMu.Unlock()
+	if err := s.log.Truncate(0); err != nil {
+		errs = append(errs, fmt.Errorf("empty %s: %w", s.logPath(), err))
+	}
+	if err := s.fs.Remove(s.logPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	s.release()
+	return errors.Join(errs...)
 }
 
 // flush makes the segment's log and indexes durable.

@@ -118,18 +118,22 @@ func (t *Topic) createPartition(id int) (*Partition, error) {
 	}
 	p := newPartition(t, id, dir)
 	seg, err := createSegment(fs, dir, 0, t.segmentConfig(), t.log.logger)
+	if err == nil {
+		p.setSegments([]*segment{seg})
+		p.lastAppend.Store(t.log.now().UnixNano())
+		if err = fs.SyncDir(dir); err == nil {
+			err = fs.SyncDir(t.log.dir)
+		}
+		if err != nil {
+			seg.release()
+		}
+	}
 	if err != nil {
-		fs.RemoveAll(dir)
-		return nil, err
-	}
-	p.setSegments([]*segment{seg})
-	p.lastAppend.Store(t.log.now().UnixNano())
-	if err := fs.SyncDir(dir); err != nil {
-		seg.release()
-		return nil, err
-	}
-	if err := fs.SyncDir(t.log.dir); err != nil {
-		seg.release()
+		// Nothing of a partition that failed may stay: a start would take
+		// the folder for a partition, and a retry for an existing one.
+		if rerr := fs.RemoveAll(dir); rerr != nil {
+			t.log.logger.Warn("removing a partition that could not be created", "dir", dir, "err", rerr)
+		}
 		return nil, err
 	}
 	return p, nil

@@ -1,11 +1,11 @@
-// Package vfs is the small file system interface that storage and recovery
-// do their log and checkpoint I/O through, so that tests can swap the disk
+// Package vfs is the small file system interface that storage, recovery
+// and index do all their file I/O through (logs, indexes, view indexes,
+// checkpoints, markers, topic settings), so that tests can swap the disk
 // for one that fails the k-th operation or forgets unsynced writes at a
 // simulated crash (see internal/crashfs).
 //
-// Index files are the exception: package index memory-maps them directly,
-// which is why indexes are treated as derived data that recovery checks and
-// rebuilds from the log.
+// Package index maps its files read-only, through the descriptor a File
+// gives (an Fd method, as *os.File has); it writes them only with WriteAt.
 package vfs
 
 import (
@@ -146,6 +146,9 @@ func (f osFile) Sync() error {
 // WriteFileAtomic replaces name with data so that a crash leaves either the
 // old file or the new one: write name.tmp, fsync it, rename it over name,
 // fsync the directory.
+//
+// If it fails, name is as it was and the temporary file is removed (a
+// failure of that removal is not reported: the next write replaces it).
 func WriteFileAtomic(fs FS, name string, data []byte) error {
 	return WriteFileAtomicVia(fs, name, name+".tmp", data)
 }
@@ -158,18 +161,18 @@ func WriteFileAtomicVia(fs FS, name, tmp string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return err
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
-		return err
+	if err == nil {
+		err = fs.Rename(tmp, name)
 	}
-	if err := fs.Rename(tmp, name); err != nil {
+	if err != nil {
+		_ = fs.Remove(tmp)
 		return err
 	}
 	return fs.SyncDir(filepath.Dir(name))

@@ -237,8 +237,8 @@ func (pr *producer) flush() error {
 	return err
 }
 
-// appendLines appends b, whole lines each ending in '\n', as one batch, or
-// as several when one would not fit in a segment.
+// appendLines appends b, whole lines each ending in '\n', in one atomic
+// Partition.Append (a cluster takes what fits one batch at a time).
 func (pr *producer) appendLines(b []byte) error {
 	first := pr.line
 	cfg := pr.p.Topic().Config()
@@ -263,28 +263,17 @@ func (pr *producer) appendLines(b []byte) error {
 		pr.line++
 		b = b[i+1:]
 	}
-	// One batch, unless it would not fit in a segment.
+	// Locally, one atomic Append: one batch unless it would not fit
+	// max.message.bytes or a segment, and nothing of it on an error.
 	recs := pr.recs
 	for len(recs) > 0 {
-		n, size := 0, int64(record.HeaderSize)
-		for n < len(recs) {
-			r := &recs[n]
-			rs := int64(record.RecordSize(0, int32(n), r.Key, r.Value, r.Headers))
-			if pr.format == storage.JSONL {
-				rs += 9 // a timestamp delta takes up to 10 bytes, not 1
-			}
-			if n > 0 && size+rs > cfg.SegmentBytes {
-				break
-			}
-			size += rs
-			n++
-		}
+		n := len(recs)
 		var off record.Offset
 		var err error
 		if pr.send != nil {
 			n, off, err = pr.send(recs) // a cluster's batch: what fits one
 		} else {
-			off, err = pr.p.Append(recs[:n])
+			off, err = pr.p.Append(recs)
 		}
 		if err != nil {
 			if errors.Is(err, storage.ErrRecordTooLarge) {

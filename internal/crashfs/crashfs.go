@@ -29,6 +29,7 @@ type FS struct {
 	failRand *rand.Rand // non-nil: failAt is a short write
 	crashAt  int        // number of the operation to crash at, or -1
 	crashCfg CrashConfig
+	fullAt   int // number of the operation from which the disk is full, or -1
 
 	crashed  bool
 	crashErr error    // what the crash itself ran into
@@ -52,6 +53,7 @@ func New(base vfs.FS) *FS {
 		base:     base,
 		failAt:   -1,
 		crashAt:  -1,
+		fullAt:   -1,
 		root:     &node{dir: true, children: make(map[string]*node)},
 		files:    make(map[*node]struct{}),
 		dataDirs: make(map[*node]struct{}),
@@ -86,6 +88,31 @@ func (fs *FS) ShortWriteAfter(k int, rng *rand.Rand) {
 	}
 	fs.failAt, fs.failErr, fs.failRand = max(k, -1), fmt.Errorf("%w: %w", ErrInjected, syscall.ENOSPC), rng
 }
+
+// FillAfter makes the disk full from the mutating operation numbered k on
+// (now, if k is below the count), until Free: every operation that needs
+// space fails with an error matching ErrInjected and syscall.ENOSPC, as a
+// real full disk does, and the rest run. Needing space means: a WriteAt
+// that would extend its file (it writes the part that lies inside the file
+// and reports that count with the error), an OpenFile with O_CREATE of a
+// file that does not exist, and a MkdirAll that has a directory to create.
+// Overwrites, truncates, renames, removes and syncs go on. A negative k is
+// Free.
+func (fs *FS) FillAfter(k int) {
+	fs.mu.Lock()
+	defer fs.unlock()
+	fs.fullAt = max(k, -1)
+}
+
+// Free ends FillAfter: the disk has room again.
+func (fs *FS) Free() { fs.FillAfter(-1) }
+
+// errFull is the error of an operation that needs space on a full disk.
+var errFull = fmt.Errorf("%w: %w", ErrInjected, syscall.ENOSPC)
+
+// fullNow reports whether the disk is full for the operation begin just
+// numbered.
+func (fs *FS) fullNow() bool { return fs.fullAt >= 0 && fs.ops-1 >= fs.fullAt }
 
 // CrashAt makes the FS crash with cfg when the mutating operation numbered k
 // is reached: that operation does not run and returns ErrCrashed, and so does
@@ -172,6 +199,11 @@ func (fs *FS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error
 	n, err := fs.lookup(dir, leaf, path)
 	if err != nil {
 		return nil, err
+	}
+	if n == nil && flag&os.O_CREATE != 0 && fs.fullNow() {
+		if _, serr := fs.base.Stat(path); errors.Is(serr, os.ErrNotExist) {
+			return nil, &os.PathError{Op: "open", Path: name, Err: errFull}
+		}
 	}
 	trunc := flag&os.O_TRUNC != 0
 	var prev int64 // size before the open
@@ -359,6 +391,9 @@ func (fs *FS) MkdirAll(dir string, perm os.FileMode) error {
 			break
 		}
 		n, p, names = c, filepath.Join(p, names[0]), names[1:]
+	}
+	if len(names) > 0 && fs.fullNow() {
+		return &os.PathError{Op: "mkdir", Path: dir, Err: errFull}
 	}
 	err = fs.base.MkdirAll(path, perm)
 	for _, name := range names { // record what the base created

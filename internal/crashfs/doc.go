@@ -77,9 +77,12 @@
 // MkdirAll and SyncDir. Each is numbered from 0 in the order it takes the
 // lock. FailAfter(k, err) makes operation k fail without effect;
 // ShortWriteAfter(k, rng) makes a WriteAt write a strict prefix and report
-// ENOSPC; CrashAt(k, cfg) crashes instead of running operation k. Ops
-// returns the count, so a test can run its workload once and then loop k
-// below the count, as pebble's TestDBWALRotationCrash does:
+// ENOSPC; FillAfter(k) makes the disk full from operation k on, until
+// Free: what needs room fails with ENOSPC (an extending WriteAt writes
+// what lies inside the file), the rest runs; CrashAt(k, cfg) crashes
+// instead of running operation k. Ops returns the count, so a test can run
+// its workload once and then loop k below the count, as pebble's
+// TestDBWALRotationCrash does:
 //
 //	for k := 0; ; k++ {
 //		fs := crashfs.New(vfs.Default)
@@ -95,9 +98,11 @@
 //
 // # Not modelled
 //
-//   - Memory-mapped files, which bypass the FS: index files keep whatever
-//     the process wrote to them. CrashConfig.Mangle is the hook for a test
-//     to damage them.
+//   - Writes through memory mappings, which would bypass the FS. logfs
+//     makes none: package index maps files read-only (File.Fd gives the
+//     base descriptor) and writes them with WriteAt, so index files are
+//     modelled like any other. CrashConfig.Mangle is the hook for a test
+//     to damage files in ways the model does not make.
 //   - Changes made by anything but this FS to what it tracks (Check catches
 //     most); files created outside it count as durable once it meets them.
 //   - Metadata other than names and sizes: permissions, times, ownership. A

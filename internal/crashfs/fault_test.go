@@ -130,6 +130,48 @@ func TestShortWriteAfter(t *testing.T) {
 	}
 }
 
+func TestFillAfter(t *testing.T) {
+	dir := t.TempDir()
+	fs := crashfs.New(vfs.Default)
+	p := filepath.Join(dir, "log")
+	f, err := fs.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("0123456789"), 0)
+	require.NoError(t, err)
+	fs.FillAfter(fs.Ops())
+
+	// What needs space fails, and does only what fits.
+	n, err := f.WriteAt([]byte("abcdef"), 7)
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	require.ErrorIs(t, err, crashfs.ErrInjected)
+	require.Equal(t, 3, n, "the bytes inside the file are written")
+	_, err = fs.OpenFile(filepath.Join(dir, "new"), os.O_RDWR|os.O_CREATE, 0o644)
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	require.NoFileExists(t, filepath.Join(dir, "new"))
+	require.ErrorIs(t, fs.MkdirAll(filepath.Join(dir, "d"), 0o755), syscall.ENOSPC)
+	require.NoDirExists(t, filepath.Join(dir, "d"))
+
+	// What does not, runs.
+	_, err = f.WriteAt([]byte("XY"), 0)
+	require.NoError(t, err)
+	g, err := fs.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	require.NoError(t, err, "opening an existing file with O_CREATE")
+	require.NoError(t, g.Close())
+	require.NoError(t, f.Truncate(4))
+	require.NoError(t, f.Sync())
+	require.NoError(t, fs.Rename(p, p+".2"))
+	require.NoError(t, fs.SyncDir(dir))
+	got, err := os.ReadFile(p + ".2")
+	require.NoError(t, err)
+	require.Equal(t, "XY23", string(got))
+
+	fs.Free()
+	_, err = f.WriteAt([]byte("more"), 4)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, fs.Check())
+}
+
 // logWorkload appends records to a log, syncing every second one, and
 // replaces a checkpoint; it stops at the first error. acked is the log
 // content known durable, ckpt the checkpoint content known durable and

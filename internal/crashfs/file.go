@@ -36,6 +36,19 @@ func (f *file) usable(op string) error {
 
 func (f *file) Name() string { return f.name }
 
+// Fd returns the base file's descriptor, for a memory mapping: mapped
+// bytes are read, never written, so the model misses nothing. It is
+// ^uintptr(0) if the base file has none, the file is closed or the FS
+// crashed (Stat then says why).
+func (f *file) Fd() uintptr {
+	f.fs.mu.Lock()
+	defer f.fs.unlock()
+	if d, ok := f.f.(interface{ Fd() uintptr }); ok && f.usable("fd") == nil {
+		return d.Fd()
+	}
+	return ^uintptr(0)
+}
+
 func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	f.fs.mu.Lock()
 	defer f.fs.unlock()
@@ -72,6 +85,14 @@ func (f *file) WriteAt(p []byte, off int64) (int, error) {
 			}
 		}
 		return n, &os.PathError{Op: "write", Path: f.name, Err: err}
+	}
+	if f.n != nil && f.fs.fullNow() && off+int64(len(p)) > f.n.size {
+		fit := max(min(f.n.size-off, int64(len(p))), 0)
+		n, err := f.write(p[:fit], off)
+		if err != nil {
+			return n, err
+		}
+		return n, &os.PathError{Op: "write", Path: f.name, Err: errFull}
 	}
 	return f.write(p, off)
 }
