@@ -32,8 +32,8 @@ var ErrNotFollowing = errors.New("logfs/storage: fetched batches do not continue
 // compaction does), and it must fit in a segment; a batch that breaks one
 // of these ends the call, and the batches before it stay appended. A
 // failure to write (a full disk, an I/O error) leaves nothing of the call,
-// as Append. The batches become visible to readers together. max.message.bytes does not apply: the leader
-// already accepted the batches.
+// as Append. The batches become visible to readers together.
+// max.message.bytes does not apply: the leader already accepted them.
 func (p *Partition) AppendFetched(batches [][]byte) error {
 	cfg := p.topic.Config()
 	p.mu.Lock()
