@@ -133,7 +133,7 @@ type file struct {
 	// it was opened with a zero tail (Kafka's preallocated active index),
 	// which Seal and Close cut. GUARDED_BY(wmu, mu).
 	untrimmed bool
-	closed   bool   // GUARDED_BY(wmu, mu)
+	closed    bool // GUARDED_BY(wmu, mu)
 	// err is sticky: the *CorruptError found on first map, or the failure
 	// that left no usable mapping. GUARDED_BY(wmu, mu).
 	err error
