@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand"
@@ -204,30 +205,50 @@ func TestMkdir(t *testing.T) {
 	require.Equal(t, "0\nearliest\nlatest\n", sh(t, "ls %s", q(filepath.Join(mnt, "orders", "0", "offset"))))
 }
 
-// TestOneWriteOneBatch: the lines of one write(2) of 1 MiB land in one
-// batch.
-func TestOneWriteOneBatch(t *testing.T) {
-	l, _ := newLog(t, nil)
-	p := newPartition(t, l, "b", nil)
-	mnt := mount(t, l, fs.Options{})
-	data := []byte(strings.Repeat(strings.Repeat("b", 1023)+"\n", 1024)) // 1 MiB, a page-aligned buffer
-	f, err := os.OpenFile(filepath.Join(part(mnt, "b", 0), "append"), os.O_WRONLY|os.O_APPEND, 0)
+// writeBatches writes data to the partition's append file in one
+// write(2) and returns the record count of each batch it became.
+func writeBatches(t *testing.T, mnt string, p *storage.Partition, data []byte) []int32 {
+	t.Helper()
+	start, end := p.Size(), p.EndOffset()
+	f, err := os.OpenFile(filepath.Join(part(mnt, p.Topic().Name(), 0), "append"), os.O_WRONLY|os.O_APPEND, 0)
 	require.NoError(t, err)
 	n, err := f.Write(data)
 	require.NoError(t, err)
 	require.Equal(t, len(data), n)
 	require.NoError(t, f.Close())
-	require.Equal(t, record.Offset(1024), p.EndOffset())
-
+	require.Equal(t, end+record.Offset(bytes.Count(data, []byte("\n"))), p.EndOffset())
 	logFile := filepath.Join(p.Dir(), layout.SegmentFileName(0, layout.LogSuffix))
 	lf, err := os.Open(logFile)
 	require.NoError(t, err)
 	defer lf.Close()
-	sc := record.NewScanner(lf, 0, record.Position(p.Size()), record.ScanOptions{HeadersOnly: true})
+	sc := record.NewScanner(lf, record.Position(start), record.Position(p.Size()), record.ScanOptions{HeadersOnly: true})
 	var batches []int32
 	for sc.Next() {
+		require.LessOrEqual(t, sc.Batch().Size(), p.Topic().Config().MaxMessageBytes, "a batch fits max.message.bytes")
 		batches = append(batches, sc.Batch().RecordCount)
 	}
 	require.NoError(t, sc.Err())
-	require.Equal(t, []int32{1024}, batches)
+	return batches
+}
+
+// TestOneWriteOneBatch: the lines of one write(2) that the kernel sends
+// whole land in one batch when they fit max.message.bytes, and otherwise
+// in as few as fit it, appended together.
+func TestOneWriteOneBatch(t *testing.T) {
+	l, _ := newLog(t, nil)
+	p := newPartition(t, l, "b", nil)
+	mnt := mount(t, l, fs.Options{})
+	buf := make([]byte, 2<<20) // page-aligned: a large Go allocation is
+
+	// 1,000,000 bytes at a page offset of 4095: one request whatever the
+	// alignment (up to 1 MiB - 4 KiB + 1), and one batch.
+	data := append(buf[4095:4095], strings.Repeat(strings.Repeat("a", 999)+"\n", 1000)...)
+	require.Equal(t, []int32{1000}, writeBatches(t, mnt, p, data))
+
+	// 1 MiB from a page-aligned buffer: one request, but 1024 records of
+	// 1023 bytes are more than max.message.bytes in one batch: two.
+	data = append(buf[:0], strings.Repeat(strings.Repeat("b", 1023)+"\n", 1024)...)
+	got := writeBatches(t, mnt, p, data)
+	require.Len(t, got, 2)
+	require.Equal(t, int32(1024), got[0]+got[1])
 }
