@@ -549,3 +549,62 @@ func BenchmarkVerify(b *testing.B) {
 		})
 	}
 }
+
+// TestRecordsIn decodes a batch from any of its records on, through data
+// windows cut anywhere, and gets the same records as a whole decode.
+func TestRecordsIn(t *testing.T) {
+	var recs []rec
+	for i := range 200 {
+		recs = append(recs, rec{ts: 1700000000000 + int64(i), key: []byte(fmt.Sprint("k", i)), value: bytes.Repeat([]byte{byte('a' + i%26)}, i*7%300),
+			headers: []Header{{Key: []byte("h"), Value: []byte(fmt.Sprint(i))}}})
+	}
+	raw := buildBatch(t, None, recs)
+	b, err := ParseBatch(raw, 0)
+	require.NoError(t, err)
+	var dec Decoder
+	it, err := dec.Records(&b)
+	require.NoError(t, err)
+	var want []Record
+	var offs []int
+	for offs = append(offs, it.Off()); it.Next(); offs = append(offs, it.Off()) {
+		r := *it.Record()
+		r.Key, r.Value, r.Headers = bytes.Clone(r.Key), bytes.Clone(r.Value), append([]Header(nil), r.Headers...)
+		want = append(want, r)
+	}
+	require.NoError(t, it.Err())
+	data := raw[HeaderSize:]
+	for _, start := range []int{0, 1, 57, 199} {
+		for _, window := range []int{1, 40, 333, 4096, len(data)} {
+			t.Run(fmt.Sprintf("from=%d/window=%d", start, window), func(t *testing.T) {
+				index, off := int32(start), offs[start]
+				var got []Record
+				for {
+					it := RecordsIn(&b.BatchHeader, 0, data[off:min(off+window, len(data))], index)
+					for it.Next() {
+						r := *it.Record()
+						require.Equal(t, want[it.Index()-1].Offset, r.Offset)
+						require.Equal(t, want[it.Index()-1].Value, r.Value)
+						require.Equal(t, want[it.Index()-1].Key, r.Key)
+						got = append(got, r)
+					}
+					require.NoError(t, it.Err())
+					if !it.Cut() {
+						break
+					}
+					require.Less(t, off+window, len(data), "cut before the end of the batch's data")
+					index, off = it.Index(), off+it.Off()
+					if it.Off() == 0 {
+						window *= 2 // a record longer than the window: read more
+					}
+				}
+				require.Len(t, got, len(want)-start)
+			})
+		}
+	}
+	// A record that is bad, not cut, is an error.
+	bad := bytes.Clone(data[offs[10]:offs[12]])
+	bad[1] = 0x7f // the attributes byte follows the length; corrupt the timestamp delta varint
+	it = RecordsIn(&b.BatchHeader, 0, append(bytes.Repeat([]byte{0xff}, 6), bad...), 10)
+	require.False(t, it.Next())
+	require.Error(t, it.Err())
+}

@@ -38,7 +38,34 @@ type RecordIter struct {
 	rec     Record
 	headers *[]Header // the Decoder's, reused from batch to batch
 	err     error
+	partial bool // data may end before the batch does (RecordsIn)
+	cut     bool // Next stopped at a record data does not hold whole
 }
+
+// RecordsIn returns an iterator over the records of the uncompressed batch
+// h at pos, from its record number index on, in data: the batch's records
+// bytes (those after its header) from where that record starts, which may
+// end before the batch does. Next then stops, with no error, at the first
+// record data does not hold whole, and Cut says so; Off tells where it
+// begins, so that the caller can read on from there. The caller must have
+// checked the batch (its CRC covers every record); the records are
+// decoded as Decoder.Records decodes them.
+func RecordsIn(h *BatchHeader, pos Position, data []byte, index int32) RecordIter {
+	return RecordIter{h: *h, pos: pos, data: data, read: index, partial: true}
+}
+
+// Index returns the number in the batch of the record the next Next
+// decodes (the records decoded so far, for an iterator of Decoder.Records).
+func (it *RecordIter) Index() int32 { return it.read }
+
+// Off returns where in the iterator's data the record the next Next
+// decodes begins.
+func (it *RecordIter) Off() int { return it.off }
+
+// Cut reports whether Next stopped at a record that the data of a
+// RecordsIn iterator does not hold whole (or at the end of that data
+// before the batch's last record).
+func (it *RecordIter) Cut() bool { return it.cut }
 
 // Next decodes the next record. It returns false at the end of the batch or
 // on an error, which Err then reports.
@@ -47,9 +74,13 @@ func (it *RecordIter) Next() bool {
 		return false
 	}
 	if it.read == it.h.RecordCount {
-		if it.off != len(it.data) {
+		if it.off != len(it.data) && !it.partial {
 			it.err = corruptf(it.pos, "%d bytes after the last of %d records", len(it.data)-it.off, it.h.RecordCount)
 		}
+		return false
+	}
+	if it.partial && !it.whole() {
+		it.cut = true
 		return false
 	}
 	if err := it.decode(); err != nil {
@@ -68,6 +99,16 @@ func (it *RecordIter) Err() error { return it.err }
 
 // Header returns the header of the batch being iterated.
 func (it *RecordIter) Header() *BatchHeader { return &it.h }
+
+// whole reports whether the data holds the next record whole.
+func (it *RecordIter) whole() bool {
+	d := it.data[it.off:]
+	length, n := varint(d, 5)
+	if n <= 0 {
+		return len(d) >= 5 // a varint that is bad, not cut: decode says so
+	}
+	return length < 0 || int64(len(d)-n) >= length
+}
 
 func (it *RecordIter) decode() error {
 	d := it.data[it.off:]

@@ -51,6 +51,12 @@ type View struct {
 	chunkAt    int64
 	chunkEnd   record.Position
 	chunkEnded record.Offset
+	// cut, when its batch is set, says the chunk ends inside that batch
+	// (one with marks, see viewinner.go): chunkEnd and chunkEnded are
+	// then where it ends, and its records from cut.index on are not
+	// rendered yet.
+	cut viewCut
+	win *[]byte // the bytes of a batch read from a mark (windows), or nil
 
 	sc       record.Scanner
 	scSeg    int
@@ -60,6 +66,14 @@ type View struct {
 	limit    record.Offset // see segmentLimit
 	limitSeg int
 	dec      record.Decoder
+}
+
+// viewCut is where a view's chunk ends inside a batch: record number
+// index of ib, at byte off of its records, not rendered yet.
+type viewCut struct {
+	ib    *innerBatch
+	index int32
+	off   int
 }
 
 // NewView opens a view from offset start, which must lie between the log
@@ -271,7 +285,7 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 	local := at - segStart
 	grew := -1 // the segment rendered again once for what it gained before it rolled
 	for n < len(b) {
-		if v.format == Values && v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk)) {
+		if v.format == Values && v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk)) && v.cut.ib == nil {
 			// Reading on from where the last read stopped: render straight
 			// into b, one copy fewer than going through the chunk.
 			k, err := v.renderInto(i, local, b[n:])
@@ -342,21 +356,33 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 		return nil, err
 	}
 	sequential := v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk))
+	vi := s.views.get(s, v.format)
 	var from record.Position
 	var at int64
 	var ended record.Offset // the least base offset the batch at from may have
 	if sequential {
+		if c := v.cut; c.ib != nil {
+			// The chunk ended inside a batch with marks: carry on in it.
+			return v.renderInner(i, c.ib, c.index, c.off, local, local, max(want, viewChunk))
+		}
 		from, at, ended = v.chunkEnd, local, v.chunkEnded // carry on after the chunk
 	} else {
 		var e viewEntry
-		if vi := s.views.get(s, v.format); len(sh.hidden) > 0 {
+		if len(sh.hidden) > 0 {
 			e = vi.locateShown(local, &sh)
 		} else {
 			e = vi.locate(local)
 		}
+		if ib := vi.innerAt(e.pos); ib != nil && ib.end() <= sh.end && !(ib.h.Attributes.Transactional() && len(sh.hidden) > 0) {
+			// A batch with marks: read from the one before local.
+			if adj := sh.hiddenBefore(ib.pos); local >= ib.from()-adj && local < ib.to-adj {
+				m := ib.markAt(local + adj)
+				return v.renderInner(i, ib, m.index, int(m.off), m.at-adj, local, want)
+			}
+		}
 		from, at, ended = e.pos, e.rendered, e.base
 	}
-	v.chunk, v.chunkSeg = v.chunk[:0], i
+	v.chunk, v.chunkSeg, v.cut = v.chunk[:0], i, viewCut{}
 	size := sh.end
 	if v.scSeg != i || !v.scOK || v.sc.Pos() != from || v.scEnd != size {
 		// Small first reads, growing as the scan goes on: a read in the
@@ -388,6 +414,7 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 			var b *record.Batch
 			pos = v.sc.Batch().Pos
 			if b, err = v.scanned(i); err == nil && !b.Attributes.Control() && !sh.hides(b) {
+				vi.markBatch(b, atBefore+int64(kept)+sh.hiddenBefore(b.Pos), &v.dec)
 				err = v.renderBatch(b, local, &at)
 			}
 		}
@@ -411,6 +438,39 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 		}
 	}
 	v.chunkAt, v.chunkEnd, v.chunkEnded = at, v.sc.Pos(), v.scEnded
+	if local < v.chunkAt || local >= v.chunkAt+int64(len(v.chunk)) {
+		return nil, nil
+	}
+	return v.chunk[local-v.chunkAt:], nil
+}
+
+// renderInner renders batch ib of segs[i] into the chunk from its record
+// number index on, which begins at byte off of its records and at
+// rendered byte at, until the chunk holds want bytes from local on or the
+// batch ends; the chunk then ends inside the batch (v.cut) or at its end.
+// Values records that end before local are skipped on their length.
+func (v *View) renderInner(i int, ib *innerBatch, index int32, off int, at, local int64, want int) (_ []byte, err error) {
+	defer v.dropChunkOnError(&err)
+	v.chunk, v.chunkSeg, v.cut = v.chunk[:0], i, viewCut{}
+	chunkAt := at
+	if v.win == nil {
+		v.win = getWindow()
+	}
+	index, off, err = ib.walk(v.segs[i], v.win, index, off, want, func(r *record.Record) bool {
+		if len(v.chunk) == 0 && v.format == Values && chunkAt+int64(len(r.Value))+1 <= local {
+			chunkAt += int64(len(r.Value)) + 1
+			return true
+		}
+		v.chunk = v.format.Append(v.chunk, r)
+		return chunkAt+int64(len(v.chunk))-local < int64(want)
+	})
+	if err != nil {
+		return nil, err
+	}
+	v.chunkAt, v.chunkEnd, v.chunkEnded = chunkAt, ib.end(), ib.h.NextOffset()
+	if index < ib.h.RecordCount {
+		v.cut = viewCut{ib: ib, index: index, off: off}
+	}
 	if local < v.chunkAt || local >= v.chunkAt+int64(len(v.chunk)) {
 		return nil, nil
 	}
@@ -517,7 +577,7 @@ func (v *View) renderValues(b *record.Batch, dst []byte, n int) (_ int, spilled 
 // chunk whose bytes, chunkAt and chunkEnd no longer go together.
 func (v *View) dropChunkOnError(err *error) {
 	if *err != nil {
-		v.chunk, v.chunkSeg = v.chunk[:0], -1
+		v.chunk, v.chunkSeg, v.cut = v.chunk[:0], -1, viewCut{}
 	}
 }
 
@@ -556,6 +616,10 @@ func (v *View) Close() error {
 	v.closed = true
 	for _, s := range v.segs {
 		s.release()
+	}
+	if v.win != nil {
+		putWindow(v.win)
+		v.win = nil
 	}
 	v.segs = nil
 	return nil

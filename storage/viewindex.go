@@ -47,6 +47,7 @@ type viewIndex struct {
 	persisted    record.Position // covered when last written to the sidecar, or -1
 	dec          record.Decoder
 	scratch      []byte
+	inner        map[record.Position]*innerBatch // big batches' marks, see viewinner.go
 
 	// txns are the transactional data batches covered, in log order, and
 	// txnBatches counts them and the transaction markers covered:
@@ -163,6 +164,24 @@ func (v *viewIndex) locateOffset(off record.Offset) viewEntry {
 // batches are not counted.
 func (v *viewIndex) renderedBefore(s *segment, off, limit record.Offset, sh *shown) (int64, error) {
 	e := v.locateOffset(off)
+	if ib := v.innerAt(e.pos); ib != nil && ib.h.BaseOffset < off && off <= ib.h.LastOffset() && !(ib.h.Attributes.Transactional() && len(sh.hidden) > 0) {
+		// A batch with marks holds off: count from the mark below it.
+		m := ib.markOffset(off)
+		n := m.at - sh.hiddenBefore(ib.pos)
+		win := getWindow()
+		defer putWindow(win)
+		var scratch []byte
+		_, _, err := ib.walk(s, win, m.index, int(m.off), 0, func(r *record.Record) bool {
+			if r.Offset >= off {
+				return false
+			}
+			var k int64
+			k, scratch = v.format.Size(r, scratch)
+			n += k
+			return true
+		})
+		return n, err
+	}
 	e.rendered -= sh.hiddenBefore(e.pos)
 	size := record.Position(s.size.Load())
 	sc := record.NewScanner(s.log, e.pos, size, readerScan)
@@ -181,6 +200,11 @@ func (v *viewIndex) renderedBefore(s *segment, off, limit record.Offset, sh *sho
 		}
 		if b.Attributes.Control() || sh.hides(b) {
 			continue
+		}
+		if b.LastOffset() >= off {
+			// The batch that holds off: a big one gets marks, for the
+			// next view or read that starts inside it.
+			v.markBatch(b, n+sh.hiddenBefore(b.Pos), &dec)
 		}
 		it, err := dec.Records(b)
 		if err != nil {

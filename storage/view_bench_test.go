@@ -1,0 +1,143 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/logfs/logfs/record"
+)
+
+// bigBatch is the records of a batch written by one 1 MiB write (cat >>
+// append, logfs produce): the batches a random read through the mount
+// lands in most often, and must not decode from their start.
+func bigBatch(size int) int { return (1 << 20) / (size + 24) }
+
+// BenchmarkViewOpen opens a values view at a random offset and reads its
+// first 4 KiB, as `head -n 1 offset/N` makes the mount do, on data in
+// batches of 1 MiB writes.
+func BenchmarkViewOpen(b *testing.B) {
+	for _, size := range recordSizes {
+		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
+			d := getDataset(b, size, bigBatch(size))
+			rng := rand.New(rand.NewSource(1))
+			buf := make([]byte, 4096)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				off := record.Offset(rng.Int63n(d.records))
+				v, err := d.p.NewView(Values, off)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := v.ReadAt(buf, 0); err != nil && err != io.EOF {
+					b.Fatal(err)
+				}
+				v.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkViewPread reads 8 KiB (the two pages of an unaligned 4 KiB
+// pread through the page cache) at random positions of one values view
+// from offset 0, on data in batches of 1 MiB writes.
+func BenchmarkViewPread(b *testing.B) {
+	for _, size := range recordSizes {
+		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
+			d := getDataset(b, size, bigBatch(size))
+			v, err := d.p.NewView(Values, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer v.Close()
+			total := d.records * int64(size+1)
+			rng := rand.New(rand.NewSource(2))
+			buf := make([]byte, 8192)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				at := rng.Int63n(total-int64(len(buf))) &^ 4095
+				if n, err := v.ReadAt(buf, at); err != nil || n != len(buf) {
+					b.Fatal(n, err)
+				}
+			}
+		})
+	}
+}
+
+// Views of big batches (those that get marks, see viewinner.go) read the
+// same bytes as a sequential rendering everywhere: at random positions and
+// sizes before and after the marks exist, sequentially across reads that
+// end inside a batch, and from views that start inside one.
+func TestViewBigBatches(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, _ := l.CreateTopic("t", 1, small("segment.bytes=8000000"))
+	p, _ := top.Partition(0)
+	rng := rand.New(rand.NewSource(3))
+	for i := 0; i < 7; i++ {
+		recs := make([]Record, 300+rng.Intn(700))
+		if i%3 == 0 {
+			recs = recs[:1+rng.Intn(5)] // small batches between big ones
+		}
+		for j := range recs {
+			v := bytes.Repeat([]byte{byte('a' + rng.Intn(26))}, rng.Intn(400))
+			if rng.Intn(400) == 0 {
+				v = bytes.Repeat([]byte("x"), 70000) // a record longer than a window
+			}
+			recs[j] = Record{Value: v, Key: []byte(fmt.Sprint(i, j))}
+		}
+		_, err := p.Append(recs)
+		require.NoError(t, err)
+	}
+	end := int64(p.EndOffset())
+	for _, f := range []Format{Values, JSONL} {
+		want := renderAll(t, p, f, 0)
+		// starts[o]: where offset o's rendering begins in want.
+		starts := make([]int, 0, end+1)
+		r, err := p.NewReader(0)
+		require.NoError(t, err)
+		var one []byte
+		for at := 0; ; {
+			rec, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			require.NoError(t, err)
+			starts = append(starts, at)
+			one = f.Append(one[:0], rec)
+			at += len(one)
+		}
+		starts = append(starts, len(want))
+		r.Close()
+		v, err := p.NewView(f, 0)
+		require.NoError(t, err)
+		for pass := range 2 { // the first makes the marks, the second uses them
+			checkReads(t, v, want, rng)
+			s := p.segments()[0]
+			require.NotEmpty(t, s.views.get(s, f).inner, "pass %d: big batches have marks", pass)
+		}
+		require.NoError(t, v.Close())
+		for k := 0; k < 60; k++ {
+			from := record.Offset(rng.Int63n(end + 1))
+			v, err := p.NewView(f, from)
+			require.NoError(t, err)
+			wantFrom := want[starts[from]:]
+			size, err := v.Size()
+			require.NoError(t, err)
+			require.Equal(t, int64(len(wantFrom)), size, "%v from %d", f, from)
+			b := make([]byte, 1+rng.Intn(20000))
+			n, err := v.ReadAt(b, 0)
+			if err != nil {
+				require.ErrorIs(t, err, io.EOF)
+			}
+			require.Equal(t, string(wantFrom[:min(len(b), len(wantFrom))]), string(b[:n]), "%v from %d", f, from)
+			require.NoError(t, v.Close())
+		}
+	}
+}
