@@ -18,12 +18,7 @@ import (
 // whose the directory is, not that it is in use.
 func TestDataDirPermissionDenied(t *testing.T) {
 	u := testuser.New(t)
-	dir, err := os.MkdirTemp("", "logfs-perm-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o755))
-	bin := filepath.Join(dir, "logfs")
-	copyFile(t, logfsBin, bin, 0o755)
+	dir, bin := sharedBin(t, "logfs-perm-")
 	data := filepath.Join(dir, "data")
 	ok(t, dir, "a\n", "topic", "create", "--data", data, "t")
 	ok(t, dir, "a\n", "produce", "--data", data, "t")

@@ -62,14 +62,33 @@ func logfs(t testing.TB, dir, stdin string, args ...string) result {
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
+	code := exitCode(t, cmd.Run())
 	return result{out.String(), errOut.String(), code}
+}
+
+// exitCode is the exit status of a command that ran, failing t if it did
+// not run at all.
+func exitCode(t testing.TB, err error) int {
+	t.Helper()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	require.NoError(t, err)
+	return 0
+}
+
+// sharedBin copies the command under test into a new temporary folder that
+// every user may enter, for tests that run it as another user. It returns
+// the folder (removed when the test ends) and the binary.
+func sharedBin(t *testing.T, prefix string) (dir, bin string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	bin = filepath.Join(dir, "logfs")
+	copyFile(t, logfsBin, bin, 0o755)
+	return dir, bin
 }
 
 // ok runs the command and requires it to succeed.

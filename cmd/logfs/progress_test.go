@@ -43,13 +43,7 @@ func runOnTerminal(t *testing.T, dir, in string, env []string, args ...string) (
 	}()
 	err = cmd.Wait()
 	<-copied
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return stdout.String(), shown.String(), code
+	return stdout.String(), shown.String(), exitCode(t, err)
 }
 
 // dirtyDataDir makes a data directory of one topic with a few MiB of

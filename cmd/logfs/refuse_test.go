@@ -90,12 +90,8 @@ func TestMountRefusesWithoutFUSE(t *testing.T) {
 	if err != nil || os.Geteuid() != 0 || st.Mode().Perm()&0o006 == 0o006 {
 		t.Skip("needs root and a /dev/fuse that other users may not open")
 	}
-	dir, err := os.MkdirTemp("", "logfs-nofuse-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o777))
-	bin := filepath.Join(dir, "logfs")
-	copyFile(t, logfsBin, bin, 0o755)
+	dir, bin := sharedBin(t, "logfs-nofuse-")
+	require.NoError(t, os.Chmod(dir, 0o777)) // the user creates its data directory there
 
 	cmd := exec.Command(bin, "mount", filepath.Join(dir, "mnt"))
 	cmd.Dir = dir

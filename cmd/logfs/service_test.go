@@ -157,13 +157,7 @@ func runHelper(t *testing.T, helper string, args ...string) result {
 		cmd.Process.Kill()
 		t.Fatalf("the mount helper did not return; stderr: %s", errOut.String())
 	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return result{out.String(), errOut.String(), code}
+	return result{out.String(), errOut.String(), exitCode(t, err)}
 }
 
 // waitFile waits for the background mount to write p as it ends.
