@@ -87,6 +87,11 @@ type Options struct {
 	// NotifyInterval is the least time between two invalidations of a
 	// partition's record files; 0 means DefaultNotifyInterval.
 	NotifyInterval time.Duration
+	// MaxRecordNames bounds the names of record files (offset/N,
+	// earliest, latest, time/T) the kernel holds, and so the nodes the
+	// mount keeps for them: past it the oldest are dropped (see
+	// nodecache.go). 0 means DefaultMaxRecordNames.
+	MaxRecordNames int
 	// FsName is shown as the source in mount(8) and df; "" means
 	// "logfs:" followed by the data directory.
 	FsName string
@@ -118,6 +123,9 @@ func (o Options) withDefaults(l *storage.Log) Options {
 	o.AttrTimeout = timeout(o.AttrTimeout, DefaultAttrTimeout)
 	if o.NotifyInterval <= 0 {
 		o.NotifyInterval = DefaultNotifyInterval
+	}
+	if o.MaxRecordNames <= 0 {
+		o.MaxRecordNames = DefaultMaxRecordNames
 	}
 	if o.FsName == "" {
 		o.FsName = "logfs:" + l.Dir()
@@ -451,7 +459,8 @@ type logFS struct {
 	mu     sync.Mutex
 	parts  map[partKey]*partState // GUARDED_BY(mu)
 	times  map[uint64]*timeNode   // GUARDED_BY(mu): time/T files not resolved at lookup, see timefile.go
-	closed bool                   // GUARDED_BY(mu)
+	names  *nodeCache
+	closed bool // GUARDED_BY(mu)
 }
 
 type partKey struct {
@@ -481,6 +490,7 @@ func newLogFS(l *storage.Log, o Options) *logFS {
 		blksize:  bs,
 		parts:    make(map[partKey]*partState),
 		times:    make(map[uint64]*timeNode),
+		names:    newNodeCache(o.MaxRecordNames),
 	}
 }
 
@@ -512,6 +522,7 @@ func (f *logFS) shutdown() {
 		parts = append(parts, ps)
 	}
 	f.mu.Unlock()
+	f.names.close()
 	for _, ps := range parts {
 		ps.close()
 	}

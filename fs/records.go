@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -209,6 +210,7 @@ func (ps *partState) lookupRecord(ctx context.Context, parent *gofs.Inode, name 
 	ps.f.entry(out, ino, modeRead, size, ps.p.ModTime(), stable)
 	// The size is never cached (see doc.go, Caching).
 	out.SetAttrTimeout(0)
+	ps.f.names.handedOut(parent, path.Base(name)) // bounded: nodecache.go
 	return &n.Inode, 0
 }
 

@@ -70,6 +70,7 @@ func (ps *partState) lookupPendingTime(ctx context.Context, parent *gofs.Inode, 
 	}
 	f.entry(out, n, modeRead, size, ps.p.ModTime(), false)
 	out.SetAttrTimeout(0)
+	f.names.handedOut(parent, name) // bounded: nodecache.go
 	return &node.Inode, 0
 }
 
