@@ -453,10 +453,11 @@ func (c *corruptCase) checkView(f Format, start record.Offset) {
 func (c *corruptCase) checkViewReads(v *View, f Format, start record.Offset, where string) {
 	rng := c.rng
 	ref := c.render[f][c.starts[f][start]:]
-	if _, err := v.Size(); err != nil {
-		// A view index built after the corruption scans the whole
-		// segment: its size fails (README: "Seen and left alone").
-		c.checkErr(where+" Size", err)
+	if sz, err := v.Size(); err != nil {
+		c.problem("%s: Size failed: %v", where, err) // it stops at bad bytes instead
+		return
+	} else if sz > int64(len(ref)) {
+		c.problem("%s: Size %d, past the reference's %d", where, sz, len(ref))
 		return
 	}
 	size := func() int {
@@ -488,7 +489,16 @@ func (c *corruptCase) checkViewReads(v *View, f Format, start record.Offset, whe
 		}
 		switch {
 		case err == nil && k < n && off+int64(k) < int64(len(ref)):
-			c.problem("%s: ReadAt(%d bytes at %d) short (%d) with no error, before the end %d", where, n, off, k, len(ref))
+			// The view stops at bad bytes: its size says so by now, and
+			// the read there fails with them.
+			end := off + int64(k)
+			if sz, serr := v.Size(); serr != nil || sz != end {
+				c.problem("%s: ReadAt(%d bytes at %d) short (%d) with no error, before the end %d (size %d, %v)", where, n, off, k, len(ref), sz, serr)
+			} else if _, err := v.ReadAt(make([]byte, 1), end); err == nil || errors.Is(err, io.EOF) {
+				c.problem("%s: the view stops at %d, before the end %d, and a read there gets %v", where, end, len(ref), err)
+			} else {
+				c.checkErr(where+" at the stop", err)
+			}
 		case errors.Is(err, io.EOF) && off+int64(k) < int64(len(ref)):
 			c.problem("%s: ReadAt(%d bytes at %d) EOF after %d bytes, before the end %d", where, n, off, k, len(ref))
 		case err != nil && !errors.Is(err, io.EOF):

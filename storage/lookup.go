@@ -164,6 +164,22 @@ func (s *segment) seek(sc *record.Scanner, target record.Offset, opts record.Sca
 	return found, ended, err
 }
 
+// resumeAfter finds the first valid batch after bad bytes at pos, below
+// size, that may follow a batch that ended at ended (see record.Resync),
+// for a read that asks for offsets past the bad bytes. It returns the
+// batch's header and position.
+func (s *segment) resumeAfter(pos record.Position, ended record.Offset, size record.Position) (record.Batch, bool, error) {
+	limit := record.Offset(math.MaxInt64)
+	b, ok, err := record.Resync(s.log, pos+1, size, 0, func(b *record.Batch) bool {
+		return b.CheckFollows(s.base, ended, limit) == nil
+	})
+	if err != nil {
+		return record.Batch{}, false, fmt.Errorf("%s: %w", s.logPath(), err)
+	}
+	b.Bytes = nil
+	return b, ok, nil
+}
+
 // entryFault says whether err is an index entry proven wrong by a lookup.
 func entryFault(err error) (*index.CorruptError, bool) {
 	var ie *index.CorruptError
@@ -224,25 +240,49 @@ func (s *segment) seekOnce(sc *record.Scanner, target record.Offset, opts record
 		}
 		r, start, ended = m, at, next // the scanner goes on, and says why the walk stopped
 	}
-	sc.Reset(r, start, size, record.ScanOptions{HeadersOnly: true, ReadAhead: readSpan(sp), MaxReadAhead: lookupReadAhead})
-	for sc.Next() {
-		b := sc.Batch()
-		if b.Pos == sp.Pos {
-			if rule := index.CheckEntryStart(sp, b.BaseOffset); rule != "" {
-				return false, ended, s.indexFault(rule)
+	headers := record.ScanOptions{HeadersOnly: true, ReadAhead: readSpan(sp), MaxReadAhead: lookupReadAhead}
+	sc.Reset(r, start, size, headers)
+	for {
+		var bad error
+		var badAt record.Position
+		for sc.Next() {
+			b := sc.Batch()
+			if b.Pos == sp.Pos {
+				if rule := index.CheckEntryStart(sp, b.BaseOffset); rule != "" {
+					return false, ended, s.indexFault(rule)
+				}
+			}
+			if err := b.CheckFollows(s.base, ended, math.MaxInt64); err != nil {
+				bad, badAt = record.WithFile(err, s.logPath()), b.Pos
+				break
+			}
+			if b.LastOffset() >= target {
+				sc.Seek(b.Pos, opts)
+				return true, ended, nil
+			}
+			ended = b.NextOffset()
+		}
+		if bad == nil {
+			if err := sc.Err(); err != nil {
+				var ce *record.CorruptError
+				if !errors.As(err, &ce) {
+					return false, ended, record.WithFile(err, s.logPath())
+				}
+				bad, badAt = record.WithFile(err, s.logPath()), sc.Pos()
 			}
 		}
-		if err := b.CheckFollows(s.base, ended, math.MaxInt64); err != nil {
-			return false, ended, record.WithFile(err, s.logPath())
+		if bad == nil {
+			break
 		}
-		if b.LastOffset() >= target {
-			sc.Seek(b.Pos, opts)
-			return true, ended, nil
+		// Bad bytes: a target past what they held is found after them.
+		q, ok, err := s.resumeAfter(badAt, ended, size)
+		if err != nil {
+			return false, ended, err
 		}
-		ended = b.NextOffset()
-	}
-	if err := sc.Err(); err != nil {
-		return false, ended, record.WithFile(err, s.logPath())
+		if !ok || q.BaseOffset > target {
+			return false, ended, bad // the target is in them, or nothing follows
+		}
+		sc.Reset(s.reader(), q.Pos, size, headers)
 	}
 	sc.Seek(size, opts)
 	return false, ended, nil
@@ -378,24 +418,46 @@ func (s *segment) memIndex() (*memIndex, error) {
 	size := record.Position(s.size.Load())
 	sc := record.NewScanner(s.log, 0, size, record.ScanOptions{HeadersOnly: true})
 	var lastEntry record.Position
-	for sc.Next() {
-		b := sc.Batch()
-		if b.MaxTimestamp > m.maxTS {
-			m.maxTS, m.maxTSOffset = b.MaxTimestamp, b.LastOffset()
+	ended := s.base
+	for {
+		for sc.Next() {
+			b := sc.Batch()
+			if b.MaxTimestamp > m.maxTS {
+				m.maxTS, m.maxTSOffset = b.MaxTimestamp, b.LastOffset()
+			}
+			if int64(b.Pos-lastEntry) > s.cfg.indexInterval {
+				m.entries = append(m.entries, memEntry{last: b.LastOffset(), pos: b.Pos, maxTS: m.maxTS, maxTSOffset: m.maxTSOffset})
+				lastEntry = b.Pos
+			}
+			ended = b.NextOffset()
 		}
-		if int64(b.Pos-lastEntry) > s.cfg.indexInterval {
-			m.entries = append(m.entries, memEntry{last: b.LastOffset(), pos: b.Pos, maxTS: m.maxTS, maxTSOffset: m.maxTSOffset})
-			lastEntry = b.Pos
+		err := sc.Err()
+		if err == nil {
+			break
 		}
-	}
-	if err := sc.Err(); err != nil {
 		var ce *record.CorruptError
 		if !errors.As(err, &ce) {
 			return nil, fmt.Errorf("index %s in memory: %w", s.logPath(), err)
 		}
-		// A bad batch ends the index: reads before it are served, and the
-		// read that reaches it fails on the batch itself.
-		s.logger.Error("corrupt batch; the segment is indexed in memory up to it", "segment", s.logPath(), "err", record.WithFile(err, s.logPath()))
+		// Bad bytes: reads before them are served, the read that reaches
+		// them fails on them, and the index goes on after them, for reads
+		// of what follows.
+		s.logger.Error("corrupt batch; indexing the segment in memory around it", "segment", s.logPath(), "err", record.WithFile(err, s.logPath()))
+		q, ok, err := s.resumeAfter(sc.Pos(), ended, size)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		// An entry at the batch after the bad bytes, so that lookups past
+		// them start there.
+		if q.MaxTimestamp > m.maxTS {
+			m.maxTS, m.maxTSOffset = q.MaxTimestamp, q.LastOffset()
+		}
+		m.entries = append(m.entries, memEntry{last: q.LastOffset(), pos: q.Pos, maxTS: m.maxTS, maxTSOffset: m.maxTSOffset})
+		lastEntry = q.Pos
+		sc.Reset(s.log, q.Pos, size, record.ScanOptions{HeadersOnly: true})
 	}
 	m.built = true
 	s.fallback = m

@@ -799,15 +799,22 @@ func TestReaderRefusesBatchesOutOfOffsetOrder(t *testing.T) {
 			require.NoError(t, err, "a Seek clears the error")
 			require.Equal(t, record.Offset(0), rec.Offset)
 
-			// A Seek to the bad batch's records, or past them within its
-			// segment, walks over it.
+			// A Seek to the bad batch's records walks over it and fails; a
+			// Seek past them fails too, or, where valid batches start again
+			// after it, finds the record asked for.
 			for _, off := range []record.Offset{bad.BaseOffset, bad.LastOffset(), bad.NextOffset()} {
 				if off >= segs[c.segment+1].base || off == seg.base {
 					continue // in the next segment, or found by the index
 				}
 				err := r.Seek(off)
+				var rec *record.Record
 				if err == nil {
-					_, err = r.Next()
+					rec, err = r.Next()
+				}
+				if err == nil && off == bad.NextOffset() {
+					require.Equal(t, off, rec.Offset, "a Seek past the bad batch")
+					require.Equal(t, fmt.Sprintf("b%d-%d", off/2, off%2), string(rec.Value))
+					continue
 				}
 				isBad(err)
 			}
@@ -939,8 +946,9 @@ func TestViewEndsAtDeletedSegments(t *testing.T) {
 
 // TestViewStartAndSizeCheckOffsets: where a view from an offset starts,
 // and the size of a view whose index is built after the corruption, come
-// from scans of batch offsets too; a bad one fails them instead of
-// shifting every byte after it.
+// from scans of batch offsets too; a bad one stops the view there instead
+// of shifting every byte after it, and a view from past it starts after
+// it.
 func TestViewStartAndSizeCheckOffsets(t *testing.T) {
 	setup := func(t *testing.T) (*Partition, []*segment, func(*segment, int, uint64)) {
 		l, err := Open(t.TempDir(), Options{Logger: testLogger(t), RetentionCheckInterval: -1})
@@ -961,19 +969,45 @@ func TestViewStartAndSizeCheckOffsets(t *testing.T) {
 		return p, p.segments(), setBase
 	}
 	t.Run("view from an offset", func(t *testing.T) {
+		// The first batch's base raised into segment 1: a view from an
+		// offset past it starts right, after the bad batch, not shifted.
 		p, segs, setBase := setup(t)
-		setBase(segs[0], 0, uint64(segs[1].base)) // before offset 10, into segment 1
-		_, err := p.NewView(Values, 10)
+		want := renderAll(t, p, Values, 10)
+		setBase(segs[0], 0, uint64(segs[1].base))
+		v, err := p.NewView(Values, 10)
+		require.NoError(t, err)
+		defer v.Close()
+		got, err := readView(t, v, 100)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got))
+		// One from before it stops at it, at once.
+		v0, err := p.NewView(Values, 0)
+		require.NoError(t, err)
+		defer v0.Close()
+		size, err := v0.Size()
+		require.NoError(t, err)
+		require.Zero(t, size)
+		_, err = v0.ReadAt(make([]byte, 10), 0)
 		require.ErrorIs(t, err, record.ErrCorrupt)
 	})
 	t.Run("view index built after", func(t *testing.T) {
+		// The last batch of segment 0 raised past the log: a view built
+		// after the damage has the size of what lies before it.
 		p, segs, setBase := setup(t)
+		batches := batchesOf(t, segs[0], false)
+		last := batches[len(batches)-1]
+		want := renderAll(t, p, JSONL, 0)
+		want = want[:len(want)-len(renderAll(t, p, JSONL, last.BaseOffset))]
 		setBase(segs[0], -1, uint64(segs[1].base)+100000)
 		v, err := p.NewView(JSONL, 0)
 		require.NoError(t, err)
 		defer v.Close()
-		_, err = v.Size()
+		size, err := v.Size()
+		require.NoError(t, err)
+		require.Equal(t, int64(len(want)), size)
+		got, err := readView(t, v, 100)
 		require.ErrorIs(t, err, record.ErrCorrupt)
+		require.Equal(t, string(want), string(got))
 	})
 }
 

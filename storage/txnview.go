@@ -172,7 +172,7 @@ func (v *View) shownTo(i int, upTo record.Position) (shown, error) {
 	if err != nil {
 		return shown{}, err
 	}
-	vi := s.views.get(s, v.format)
+	vi := v.idx[i]
 	if err := vi.extend(s, min(end, upTo), v.segmentLimit(i)); err != nil {
 		return shown{}, err
 	}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -30,7 +31,11 @@ type View struct {
 
 	mu     sync.Mutex
 	segs   []*segment // pinned; segs[0] holds start
-	totals []int64    // rendered size of each frozen segment, or -1
+	// idx are the view indexes of segs, taken when each was pinned: the
+	// rendered positions of a view are counted in them (a segment whose
+	// index is replaced, see errIndexReplaced, keeps its old one here).
+	idx    []*viewIndex
+	totals []int64 // rendered size of each frozen segment, or -1
 	final  []*shown   // what is shown of each segment, once final (see txnview.go)
 	skip   int64      // rendered bytes of segs[0] below start
 	// pending says skip is not known yet: in ReadCommitted, start lies
@@ -97,8 +102,8 @@ func (p *Partition) NewView(f Format, start record.Offset) (*View, error) {
 		if next := p.segmentAfter(s.base); next != nil {
 			limit = next.base
 		}
-		v := &View{p: p, format: f, iso: p.topic.log.opts.Isolation, start: start, segs: []*segment{s}, totals: []int64{-1}, final: []*shown{nil},
-			pending: true, chunkSeg: -1, scSeg: -1, limitSeg: -1}
+		v := &View{p: p, format: f, iso: p.topic.log.opts.Isolation, start: start, segs: []*segment{s}, idx: []*viewIndex{s.views.get(s, f)},
+			totals: []int64{-1}, final: []*shown{nil}, pending: true, chunkSeg: -1, scSeg: -1, limitSeg: -1}
 		if err := v.settle(limit); err != nil {
 			s.release()
 			return nil, err
@@ -130,7 +135,21 @@ func (v *View) settle(limit record.Offset) error {
 			return err
 		}
 	}
-	skip, err := s.views.get(s, v.format).renderedBefore(s, v.start, limit, &sh)
+	skip, err := v.idx[0].renderedBefore(s, v.start, limit, &sh)
+	if errors.Is(err, errIndexReplaced) {
+		// Bad bytes the index did not know of: start on a fresh one.
+		v.idx[0], v.final[0] = s.views.get(s, v.format), nil
+		if v.iso == ReadCommitted {
+			upTo, err := s.batchEndAt(v.start)
+			if err != nil {
+				return err
+			}
+			if sh, err = v.shownTo(0, upTo); err != nil {
+				return err
+			}
+		}
+		skip, err = v.idx[0].renderedBefore(s, v.start, limit, &sh)
+	}
 	if err != nil {
 		return err
 	}
@@ -156,6 +175,7 @@ func (v *View) refresh() {
 		}
 		if s.acquire() {
 			v.segs = append(v.segs, s)
+			v.idx = append(v.idx, s.views.get(s, v.format))
 			v.totals = append(v.totals, -1)
 			v.final = append(v.final, nil)
 			last = s
@@ -170,7 +190,7 @@ func (v *View) total(i int) (int64, error) {
 	}
 	s := v.segs[i]
 	frozen := s.frozen.Load() // read before the size, so a frozen size is final
-	vi := s.views.get(s, v.format)
+	vi := v.idx[i]
 	if v.iso == ReadCommitted {
 		sh, err := v.shown(i)
 		if err != nil {
@@ -226,6 +246,13 @@ func (v *View) Held() (int64, error) {
 		if err != nil {
 			return 0, err
 		}
+		if at, _, ok, err := v.stop(i); err != nil {
+			return 0, err
+		} else if ok {
+			// The view ends where its records meet bad bytes (at once
+			// when it starts among the records they held).
+			return max(n+at, 0), nil
+		}
 		n += t
 	}
 	if v.deleted {
@@ -234,6 +261,29 @@ func (v *View) Held() (int64, error) {
 		return n, v.atEnd()
 	}
 	return n, nil
+}
+
+// stop returns where in the rendering of segs[i] the view stops because
+// its records meet bad bytes there (a viewHole: the rendering before it is
+// served, a read that reaches it fails with why, and nothing after it is
+// part of the view: its records cannot be placed), with ok; ok is false
+// when the view goes on through segs[i].
+func (v *View) stop(i int) (at int64, cause error, ok bool, err error) {
+	h, ok := v.idx[i].holeFor(i == 0, v.start, v.skip)
+	if !ok {
+		return 0, nil, false, nil
+	}
+	if v.iso == ReadCommitted {
+		sh, err := v.shown(i)
+		if err != nil {
+			return 0, nil, false, err
+		}
+		if h.pos >= sh.end {
+			return 0, nil, false, nil // past what the view shows yet
+		}
+		return h.rendered - sh.hiddenBefore(h.pos), h.err, true, nil
+	}
+	return h.rendered, h.err, true, nil
 }
 
 // ReadAt reads rendered bytes at off. It returns io.EOF when off is at or
@@ -261,6 +311,11 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 		if err != nil {
 			return 0, err
 		}
+		if stopAt, cause, ok, err := v.stop(i); err != nil {
+			return 0, err
+		} else if ok && at >= segStart+stopAt {
+			return 0, cause // the read that reaches the bad bytes
+		}
 		if at < segStart+t {
 			break
 		}
@@ -285,10 +340,25 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 	local := at - segStart
 	grew := -1 // the segment rendered again once for what it gained before it rolled
 	for n < len(b) {
+		// Never past where the view stops (bad bytes): the rendering
+		// after them is not the view's.
+		stopAt, cause, stops, err := v.stop(i)
+		if err != nil {
+			return n, err
+		} else if stops && local >= stopAt {
+			if n > 0 {
+				return n, nil
+			}
+			return 0, cause
+		}
 		if v.format == Values && v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk)) && v.cut.ib == nil {
 			// Reading on from where the last read stopped: render straight
 			// into b, one copy fewer than going through the chunk.
-			k, err := v.renderInto(i, local, b[n:])
+			dst := b[n:]
+			if stops && int64(len(dst)) > stopAt-local {
+				dst = dst[:stopAt-local] // see the chunk's clamp below
+			}
+			k, err := v.renderInto(i, local, dst)
 			if err != nil {
 				return n, err
 			}
@@ -319,6 +389,11 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 			}
 			i, local = i+1, 0
 			continue
+		}
+		if stops && local+int64(len(chunk)) > stopAt {
+			// Rendered before the bad bytes were found (a chunk kept from
+			// an earlier read): the view ends at them all the same.
+			chunk = chunk[:stopAt-local]
 		}
 		c := copy(b[n:], chunk)
 		n += c
@@ -356,7 +431,7 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 		return nil, err
 	}
 	sequential := v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk))
-	vi := s.views.get(s, v.format)
+	vi := v.idx[i]
 	var from record.Position
 	var at int64
 	var ended record.Offset // the least base offset the batch at from may have
@@ -421,6 +496,7 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 		if err != nil {
 			at, v.chunk = atBefore, v.chunk[:kept] // nothing of the bad batch
 			v.scOK = false
+			v.idx[i].noteHole(s, pos, at+int64(len(v.chunk))+sh.hiddenBefore(pos), record.WithFile(err, s.logPath()))
 			if at+int64(len(v.chunk)) > local {
 				v.chunkAt, v.chunkEnd, v.chunkEnded = at, pos, before
 				return v.chunk[local-at:], nil
@@ -539,6 +615,7 @@ func (v *View) renderInto(i int, local int64, dst []byte) (_ int, err error) {
 		if err != nil {
 			n, v.chunk = nBefore, v.chunk[:0] // nothing of the bad batch
 			v.scOK = false
+			v.idx[i].noteHole(s, pos, local+int64(n)+sh.hiddenBefore(pos), record.WithFile(err, s.logPath()))
 			if n > 0 {
 				v.chunkAt, v.chunkEnd, v.chunkEnded = local+int64(n), pos, before
 				return n, nil

@@ -55,7 +55,38 @@ type viewIndex struct {
 	txns       []viewTxn
 	txnBatches int
 	vis        visibility
+
+	// holes are the bad ranges of the log met so far, in log order: a view
+	// whose records reach one stops there (see View.stop). Once one is
+	// known, the index is not written to the sidecar.
+	holes []viewHole
 }
+
+// viewHole is a bad range of a segment's log: bytes from pos on that are
+// not a valid batch (a bad CRC, offsets that break the rules, records that
+// do not decode), up to the next valid batch, if one was found.
+type viewHole struct {
+	pos      record.Position
+	rendered int64 // rendered bytes of the segment before pos
+	// resumeBase is the base offset of the first valid batch after the
+	// bad bytes (an entry of the index starts there), or math.MaxInt64
+	// when none was found or the hole was met by a render.
+	resumeBase record.Offset
+	err        error // why the bytes at pos are bad, naming the file
+	// awaiting says no valid batch followed the bad bytes when they were
+	// found: the first the log gains after them (appends after junk) is
+	// where the hole ends.
+	awaiting bool
+	// noted says a render met the bad bytes inside what the index covered
+	// without rendering it (see noteHole): rendered is known, resumeBase
+	// is not.
+	noted bool
+}
+
+// errIndexReplaced says a view index met bad bytes it did not know of, in
+// a part it had not rendered itself (a sidecar's or the appender's): its
+// segment was given a fresh index, and the caller may try again with it.
+var errIndexReplaced = errors.New("view index replaced")
 
 func newViewIndex(f Format, base record.Offset) *viewIndex {
 	return &viewIndex{format: f, entries: []viewEntry{{pos: 0, base: base, rendered: 0}}, persisted: -1, next: base}
@@ -101,25 +132,127 @@ func (v *viewIndex) batchSize(b *record.Batch) (int64, error) {
 
 // extend covers the log up to size, rendering what was not covered yet.
 // limit is the next segment's base offset, or math.MaxInt64 when unknown.
+// A bad batch does not fail it: the index records a hole there and goes on
+// from the next valid batch it finds (record.Resync), or covers the rest
+// of the log as bad; only an I/O error is an error.
 func (v *viewIndex) extend(s *segment, size record.Position, limit record.Offset) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.covered >= size {
+	for v.covered < size {
+		sc := record.NewScanner(s.log, v.covered, size, record.ScanOptions{})
+		bad := false
+		for sc.Next() {
+			b := sc.Batch()
+			err := b.CheckFollows(s.base, v.next, limit)
+			var n int64
+			if err == nil {
+				n, err = v.batchSize(b)
+			}
+			if err != nil {
+				if err := v.holeLocked(s, b.Pos, record.WithFile(err, s.logPath()), size, limit); err != nil {
+					return err
+				}
+				bad = true
+				break
+			}
+			if k := len(v.holes) - 1; k >= 0 && v.holes[k].awaiting {
+				v.holes[k].resumeBase, v.holes[k].awaiting = b.BaseOffset, false
+				v.entries = append(v.entries, viewEntry{pos: b.Pos, base: b.BaseOffset, rendered: v.total})
+				v.sinceEntry = 0
+			}
+			v.add(&b.BatchHeader, b.Pos, n, sc.Pos())
+		}
+		if bad {
+			continue
+		}
+		err := sc.Err()
+		var ce *record.CorruptError
+		if err == nil || !errors.As(err, &ce) {
+			return record.WithFile(err, s.logPath())
+		}
+		if err := v.holeLocked(s, sc.Pos(), record.WithFile(err, s.logPath()), size, limit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// holeLocked records the bad bytes at pos and moves what the index covers
+// to the next valid batch of the log, or to the log's end (at least size,
+// the end the caller asked for). The caller holds mu.
+func (v *viewIndex) holeLocked(s *segment, pos record.Position, cause error, size record.Position, limit record.Offset) error {
+	h := viewHole{pos: pos, rendered: v.total, resumeBase: math.MaxInt64, err: cause}
+	ended := v.next
+	size = max(size, record.Position(s.size.Load()))
+	b, ok, err := record.Resync(s.log, pos+1, size, 0, func(b *record.Batch) bool {
+		if b.CheckFollows(s.base, ended, limit) != nil {
+			return false
+		}
+		_, err := v.batchSize(b)
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(v.holes) == 0 || v.holes[len(v.holes)-1].pos < pos {
+		v.holes = append(v.holes, h)
+	}
+	if !ok {
+		v.holes[len(v.holes)-1].awaiting = true
+		v.covered = size
 		return nil
 	}
-	sc := record.NewScanner(s.log, v.covered, size, record.ScanOptions{})
-	for sc.Next() {
-		b := sc.Batch()
-		if err := b.CheckFollows(s.base, v.next, limit); err != nil {
-			return record.WithFile(err, s.logPath())
-		}
-		n, err := v.batchSize(b)
-		if err != nil {
-			return record.WithFile(err, s.logPath())
-		}
-		v.add(&b.BatchHeader, b.Pos, n, sc.Pos())
+	v.holes[len(v.holes)-1].resumeBase = b.BaseOffset
+	v.entries = append(v.entries, viewEntry{pos: b.Pos, base: b.BaseOffset, rendered: v.total})
+	v.sinceEntry = 0
+	v.covered = b.Pos
+	return nil
+}
+
+// noteHole records bad bytes that a render met at pos, rendered bytes of
+// the segment into its rendering, in a part of the log the index covers
+// without having rendered it (a sidecar's or the appender's): views that
+// use the index stop there, and the segment gets a fresh index for new
+// views, built from the log, holes and all (see errIndexReplaced).
+func (v *viewIndex) noteHole(s *segment, pos record.Position, rendered int64, cause error) {
+	var ce *record.CorruptError
+	if !errors.As(cause, &ce) {
+		return // an I/O error, not bad bytes
 	}
-	return record.WithFile(sc.Err(), s.logPath())
+	v.mu.Lock()
+	known := false
+	for _, h := range v.holes {
+		known = known || h.pos == pos
+	}
+	if !known {
+		k := sort.Search(len(v.holes), func(k int) bool { return v.holes[k].pos > pos })
+		v.holes = append(v.holes, viewHole{})
+		copy(v.holes[k+1:], v.holes[k:])
+		v.holes[k] = viewHole{pos: pos, rendered: rendered, resumeBase: math.MaxInt64, err: cause, noted: true}
+	}
+	v.mu.Unlock()
+	if !known {
+		s.views.replace(s, v)
+	}
+}
+
+// holeFor returns the first hole a view that starts at offset start,
+// skip rendered bytes into the segment (first says it is the view's first
+// segment), meets; ok is false when it meets none. A view meets every hole
+// of the segments after its first; in its first, a hole whose offsets it
+// starts before the end of (the records the bad bytes held, up to the
+// first valid batch after them), or, for a hole a render met, one it
+// starts at or before in the rendering.
+func (v *viewIndex) holeFor(first bool, start record.Offset, skip int64) (viewHole, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, h := range v.holes {
+		switch {
+		case !first, h.noted && skip <= h.rendered, !h.noted && start < h.resumeBase:
+			return h, true
+		}
+	}
+	return viewHole{}, false
 }
 
 // appended accounts for a batch of rendered bytes that the appender just
@@ -131,6 +264,13 @@ func (v *viewIndex) appended(h *record.BatchHeader, pos record.Position, rendere
 	if v.covered == pos {
 		v.add(h, pos, rendered, pos+record.Position(h.Size()))
 	}
+}
+
+// hasHoles reports whether the index knows bad bytes in its log.
+func (v *viewIndex) hasHoles() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.holes) > 0
 }
 
 // snapshot returns the covered size and total.
@@ -163,6 +303,46 @@ func (v *viewIndex) locateOffset(off record.Offset) viewEntry {
 // not nil, is what a ReadCommitted view shows of the segment: its hidden
 // batches are not counted.
 func (v *viewIndex) renderedBefore(s *segment, off, limit record.Offset, sh *shown) (int64, error) {
+	n, badAt, err := v.renderedBeforeOnce(s, off, limit, sh)
+	var ce *record.CorruptError
+	if err == nil || !errors.As(err, &ce) {
+		return n, err
+	}
+	// Bad bytes before off: the index learns where they are, and where
+	// valid batches start again.
+	if err := v.extend(s, record.Position(s.size.Load()), limit); err != nil {
+		return 0, err
+	}
+	if h, ok := v.holeAt(badAt); ok {
+		if off < h.resumeBase {
+			// off is at or before the bad bytes, or in what they held:
+			// the view stops there (View.stop), at once.
+			return h.rendered - sh.hiddenBefore(h.pos), nil
+		}
+		n, _, err := v.renderedBeforeOnce(s, off, limit, sh) // from the entry after them
+		return n, err
+	}
+	// The index covered the bad bytes without rendering them.
+	v.noteHole(s, badAt, n+sh.hiddenBefore(badAt), err)
+	return 0, errIndexReplaced
+}
+
+// holeAt returns the hole that starts at pos, if the index knows one.
+func (v *viewIndex) holeAt(pos record.Position) (viewHole, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, h := range v.holes {
+		if h.pos == pos {
+			return h, true
+		}
+	}
+	return viewHole{}, false
+}
+
+// renderedBeforeOnce is renderedBefore without learning holes: at a bad
+// batch it returns the rendered count before it and where it starts, with
+// the error.
+func (v *viewIndex) renderedBeforeOnce(s *segment, off, limit record.Offset, sh *shown) (int64, record.Position, error) {
 	e := v.locateOffset(off)
 	if ib := v.innerAt(e.pos); ib != nil && ib.h.BaseOffset < off && off <= ib.h.LastOffset() && !(ib.h.Attributes.Transactional() && len(sh.hidden) > 0) {
 		// A batch with marks holds off: count from the mark below it.
@@ -180,7 +360,10 @@ func (v *viewIndex) renderedBefore(s *segment, off, limit record.Offset, sh *sho
 			n += k
 			return true
 		})
-		return n, err
+		if err != nil {
+			return m.at - sh.hiddenBefore(ib.pos), ib.pos, record.WithFile(err, s.logPath())
+		}
+		return n, 0, nil
 	}
 	e.rendered -= sh.hiddenBefore(e.pos)
 	size := record.Position(s.size.Load())
@@ -192,11 +375,11 @@ func (v *viewIndex) renderedBefore(s *segment, off, limit record.Offset, sh *sho
 	for sc.Next() {
 		b := sc.Batch()
 		if err := b.CheckFollows(s.base, ended, limit); err != nil {
-			return 0, record.WithFile(err, s.logPath())
+			return n, b.Pos, record.WithFile(err, s.logPath())
 		}
 		ended = b.NextOffset()
 		if b.BaseOffset >= off {
-			return n, nil
+			return n, 0, nil
 		}
 		if b.Attributes.Control() || sh.hides(b) {
 			continue
@@ -208,28 +391,51 @@ func (v *viewIndex) renderedBefore(s *segment, off, limit record.Offset, sh *sho
 		}
 		it, err := dec.Records(b)
 		if err != nil {
-			return 0, record.WithFile(err, s.logPath())
+			return n, b.Pos, record.WithFile(err, s.logPath())
 		}
+		before := n
 		for it.Next() {
 			r := it.Record()
 			if r.Offset >= off {
-				return n, nil
+				return n, 0, nil
 			}
 			var k int64
 			k, scratch = v.format.Size(r, scratch)
 			n += k
 		}
 		if err := it.Err(); err != nil {
-			return 0, record.WithFile(err, s.logPath())
+			return before, b.Pos, record.WithFile(err, s.logPath())
 		}
 	}
-	return n, record.WithFile(sc.Err(), s.logPath())
+	return n, sc.Pos(), record.WithFile(sc.Err(), s.logPath())
 }
 
 // viewIndexes holds a segment's view indexes, made on first use.
 type viewIndexes struct {
 	mu       sync.Mutex
 	byFormat [numFormats]*viewIndex
+	// fresh says the sidecar is not to be read: an index was replaced
+	// because the log holds bad bytes the sidecar did not know of.
+	fresh bool
+}
+
+// replace drops the segment's index old, if it is still the one in use,
+// so that the next get builds a fresh one from the log; views that hold
+// old keep it. On a writable log the sidecar goes too.
+func (vs *viewIndexes) replace(s *segment, old *viewIndex) {
+	vs.mu.Lock()
+	defer vs.mu.Unlock()
+	if vs.byFormat[old.format] != old {
+		return
+	}
+	vs.byFormat[old.format] = nil
+	vs.fresh = true
+	s.logger.Error("bad bytes inside what a view index covered; indexing the segment's rendering again", "segment", s.logPath())
+	if !s.cfg.readOnly && old.format == Values {
+		if err := s.removeViewIndex(); err != nil {
+			s.logger.Warn("removing the view index", "segment", s.logPath(), "err", err)
+		}
+	}
 }
 
 // get returns the segment's index for format f, reading the sidecar or
@@ -241,7 +447,7 @@ func (vs *viewIndexes) get(s *segment, f Format) *viewIndex {
 		return v
 	}
 	v := newViewIndex(f, s.base)
-	if f == Values {
+	if f == Values && !vs.fresh {
 		if loaded, err := readViewIndex(s); err == nil {
 			v = loaded
 		} else if !errors.Is(err, os.ErrNotExist) {
@@ -289,6 +495,9 @@ func (vs *viewIndexes) persist(s *segment) {
 	}
 	if covered, _ := v.snapshot(); covered == v.persistedAt() {
 		return // the sidecar on disk already says this
+	}
+	if v.hasHoles() {
+		return // rebuilt from the log, holes and all, on the next open
 	}
 	if err := writeViewIndex(s, v); err != nil {
 		s.logger.Warn("view index not written", "segment", s.logPath(), "err", err)
