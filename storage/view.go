@@ -29,15 +29,15 @@ type View struct {
 	iso    Isolation
 	start  record.Offset
 
-	mu     sync.Mutex
-	segs   []*segment // pinned; segs[0] holds start
+	mu   sync.Mutex
+	segs []*segment // pinned; segs[0] holds start
 	// idx are the view indexes of segs, taken when each was pinned: the
 	// rendered positions of a view are counted in them (a segment whose
 	// index is replaced, see errIndexReplaced, keeps its old one here).
 	idx    []*viewIndex
-	totals []int64 // rendered size of each frozen segment, or -1
-	final  []*shown   // what is shown of each segment, once final (see txnview.go)
-	skip   int64      // rendered bytes of segs[0] below start
+	totals []int64  // rendered size of each frozen segment, or -1
+	final  []*shown // what is shown of each segment, once final (see txnview.go)
+	skip   int64    // rendered bytes of segs[0] below start
 	// pending says skip is not known yet: in ReadCommitted, start lies
 	// past the last stable offset, and the view is empty until the LSO
 	// reaches it.
