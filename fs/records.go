@@ -281,7 +281,19 @@ func (n *recordNode) viewSize(ctx context.Context, fh gofs.FileHandle) (int64, e
 		return 0, err
 	}
 	defer v.Close()
-	return v.Size()
+	size, err := v.Size()
+	return kernelSize(v, size, err)
+}
+
+// kernelSize is the size the kernel is told of view v, whose size is size:
+// one byte more when the view ends at bad bytes, so that a reader through
+// the page cache asks for the page that holds them and gets EIO instead of
+// an end of file (see storage.View.Stopped).
+func kernelSize(v *storage.View, size int64, err error) (int64, error) {
+	if err == nil && v.Stopped() != nil {
+		size++
+	}
+	return size, err
 }
 
 func (n *recordNode) name() string {
@@ -461,7 +473,8 @@ func (h *recordHandle) held() (int64, error) {
 		return 0, err
 	}
 	defer h.putView(iv)
-	return iv.v.Held()
+	n, err := iv.v.Held()
+	return kernelSize(iv.v, n, err)
 }
 
 // Read renders the bytes at off straight into the request's buffer, or,

@@ -46,6 +46,9 @@ type View struct {
 	// deleted says retention deleted segments after the last pinned one
 	// before the view pinned them.
 	deleted bool
+	// stopErr is why the view ends where its last Held found it ends, when
+	// that is at bad bytes (see Stopped).
+	stopErr error
 
 	// chunk caches rendered bytes [chunkAt, chunkAt+len(chunk)) of
 	// segs[chunkSeg], which end at log position chunkEnd, a batch boundary;
@@ -246,21 +249,33 @@ func (v *View) Held() (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		if at, _, ok, err := v.stop(i); err != nil {
+		if at, cause, ok, err := v.stop(i); err != nil {
 			return 0, err
 		} else if ok {
 			// The view ends where its records meet bad bytes (at once
 			// when it starts among the records they held).
+			v.stopErr = cause
 			return max(n+at, 0), nil
 		}
 		n += t
 	}
+	v.stopErr = nil
 	if v.deleted {
 		// The size would stop at the gap, and a reader that polls it
 		// (tail -f) would wait there for ever without an error.
 		return n, v.atEnd()
 	}
 	return n, nil
+}
+
+// Stopped returns, when the view's records met bad bytes by the last Size
+// or Held, the error a read at its end gets (the size is where they
+// start), else nil. A reader that reads only below the size it was told
+// (the kernel's page cache) must ask for one byte more to be told.
+func (v *View) Stopped() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.stopErr
 }
 
 // stop returns where in the rendering of segs[i] the view stops because
