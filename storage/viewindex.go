@@ -361,7 +361,7 @@ func (v *viewIndex) renderedBeforeOnce(s *segment, off, limit record.Offset, sh 
 			return true
 		})
 		if err != nil {
-			return m.at - sh.hiddenBefore(ib.pos), ib.pos, record.WithFile(err, s.logPath())
+			return e.rendered - sh.hiddenBefore(e.pos), ib.pos, record.WithFile(err, s.logPath())
 		}
 		return n, 0, nil
 	}
