@@ -201,6 +201,11 @@ func printRecords(out io.Writer, stderr io.Writer, l *storage.Log, c consumeArgs
 		if next, err = startOffset(p, c); err != nil {
 			return 0, err
 		}
+		if c.time != "" && next >= end {
+			// No record stamped T or later yet: print nothing, and look
+			// again next round, as the mount's time/T does.
+			return -1, nil
+		}
 	case next < start:
 		fmt.Fprintf(stderr, "logfs consume: offsets %d to %d were deleted by retention before they could be printed; going on from %d\n", next, start-1, start)
 		next = start
