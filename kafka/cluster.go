@@ -365,6 +365,12 @@ func (c *Cluster) refresh(ctx context.Context) error {
 		if t.Topic == nil {
 			continue
 		}
+		if err := layout.ValidateTopic(*t.Topic); err != nil {
+			// Not a name Kafka allows, nor one a file may have ("..",
+			// "a/b"): whoever sent it, it stays out of the tree.
+			c.logOnce("name "+*t.Topic, "kafka: the cluster lists a topic whose name is not a Kafka topic name; leaving it out", "err", err)
+			continue
+		}
 		if err := brokerError("metadata of "+*t.Topic, t.ErrorCode, nil); err != nil {
 			if errors.Is(err, kerr.UnknownTopicOrPartition) {
 				continue // deleted meanwhile

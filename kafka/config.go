@@ -6,6 +6,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"regexp"
 	"sort"
@@ -57,11 +59,24 @@ func ParseProperties(data []byte) (Properties, error) {
 	return props, sc.Err()
 }
 
+// maxPropertiesFile is the largest properties file read: a client
+// configuration is a few kilobytes, and a path such as /dev/zero must not
+// be read for ever.
+const maxPropertiesFile = 1 << 20
+
 // ReadProperties reads a properties file (see ParseProperties).
 func ReadProperties(path string) (Properties, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxPropertiesFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > maxPropertiesFile {
+		return nil, fmt.Errorf("%w: %s: more than %d bytes; not a properties file", ErrConfig, path, maxPropertiesFile)
 	}
 	p, err := ParseProperties(data)
 	if err != nil {
@@ -195,8 +210,9 @@ func (p Properties) parse(brokers []string) (*settings, error) {
 			return
 		}
 		n, e := strconv.ParseInt(v, 10, 64)
-		if e != nil || n <= 0 {
-			err = fmt.Errorf("%w: %s=%s: want a positive number of milliseconds", ErrConfig, name, v)
+		if e != nil || n <= 0 || n > math.MaxInt32 {
+			// Kafka's requests carry milliseconds as an int32.
+			err = fmt.Errorf("%w: %s=%s: want a positive number of milliseconds, at most %d", ErrConfig, name, v, math.MaxInt32)
 			return
 		}
 		*dst = time.Duration(n) * time.Millisecond
