@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -240,6 +241,10 @@ func (c *Cluster) OffsetForTime(ctx context.Context, cp *storage.Partition, ts i
 	if err != nil {
 		return 0, err
 	}
+	// ListOffsets gives negative timestamps a meaning of their own (-1
+	// latest, -2 earliest, -3 the largest timestamp); a time before 1970
+	// finds what 0 finds, as locally, where every stamp is at or after it.
+	ts = max(ts, 0)
 	lctx, cancel := c.apiContext(ctx)
 	defer cancel()
 	off, found, err := c.listOffset(lctx, p, ts)
@@ -335,34 +340,76 @@ func (c *Cluster) gapTooBig(p *part, n record.Offset) bool {
 	return float64(n)*perOffset > 16<<20
 }
 
-// await waits until the copy holds [from, end).
+// await waits until the copy holds [from, end). It gives up with
+// ErrTimeout once the copy has not come closer for default.api.timeout.ms
+// (a copy that keeps growing is waited for, however long the partition),
+// and with EFBIG when the copy would have to outgrow its byte budget for
+// this file alone.
 func (c *Cluster) await(ctx context.Context, p *part, from, end record.Offset) error {
 	timeout := time.NewTimer(c.s.apiTimeout)
 	defer timeout.Stop()
-	for {
+	var last progress
+	for first := true; ; first = false {
 		p.mu.Lock()
 		ch, err, cov := p.progress, p.err, p.coveredLocked()
 		fetchErr, start := p.fetchErr, p.start
+		now := progress{cov: cov, copyStart: p.cp.StartOffset(), prepAt: p.prepAt, gen: p.gen}
 		p.mu.Unlock()
 		switch {
 		case err != nil:
 			return err
-		case cov >= end && p.cp.StartOffset() <= from:
-			return nil
 		case start > from:
 			return fmt.Errorf("%s offset %d: %w on the cluster (it starts at %d now)", p, from, storage.ErrDeleted, start)
+		}
+		if first || now != last {
+			last = now
+			if p.bytesFrom(from) > c.opts.CopyBytes {
+				return fmt.Errorf("%s offset %d: the file needs more than the copy's byte budget (%d bytes, --copy-bytes): %w",
+					p, from, c.opts.CopyBytes, syscall.EFBIG)
+			}
+			if cov >= end && now.copyStart <= from {
+				return nil
+			}
+			if !timeout.Stop() {
+				<-timeout.C
+			}
+			timeout.Reset(c.s.apiTimeout)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-timeout.C:
 			if fetchErr != nil {
-				return fmt.Errorf("%s: the copy did not reach offset %d in %v: %w (%w)", p, end, c.s.apiTimeout, fetchErr, ErrTimeout)
+				return fmt.Errorf("%s: the copy came no closer to offset %d in %v: %w: %w", p, end, c.s.apiTimeout, ErrTimeout, fetchErr)
 			}
-			return fmt.Errorf("%s: the copy did not reach offset %d in %v: %w", p, end, c.s.apiTimeout, ErrTimeout)
+			return fmt.Errorf("%s: the copy came no closer to offset %d in %v: %w", p, end, c.s.apiTimeout, ErrTimeout)
 		case <-c.stop:
 			return ErrClosed
 		case <-ch:
 		}
 	}
+}
+
+// progress is where a copy stands, as a waiter for it sees: any change is
+// the copy coming closer (or starting again).
+type progress struct {
+	cov, copyStart, prepAt record.Offset
+	gen                    uint64
+}
+
+// bytesFrom is how many bytes the copy holds from the segment holding
+// offset from on.
+func (p *part) bytesFrom(from record.Offset) int64 {
+	segs, err := p.cp.Segments()
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for i, s := range segs {
+		if i+1 < len(segs) && segs[i+1].BaseOffset <= from {
+			continue
+		}
+		n += s.Bytes
+	}
+	return n
 }
