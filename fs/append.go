@@ -218,8 +218,8 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 		return skipped, err
 	}
 	if done < len(recs) {
-		// A cluster took the lines that fit one produce batch: the write
-		// is short, and the writer sends the rest again.
+		// A cluster appended the first lines and failed a later batch:
+		// the write is short, and the writer sends the rest again.
 		h.partial = h.partial[:0]
 		h.n.ps.invalidate()
 		return skipped + ends[done-1], nil

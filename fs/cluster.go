@@ -40,9 +40,10 @@ type Cluster interface {
 	// offset the cluster has now, and keeps it following the cluster until
 	// release is called.
 	Hold(ctx context.Context, p *storage.Partition, from record.Offset) (release func(), err error)
-	// Produce appends as one batch the first records of recs that fit one
-	// (at least one, or an error), returns how many once the cluster has
-	// acknowledged them; a record file opened after it returns shows them.
+	// Produce appends recs in order and returns how many the cluster
+	// acknowledged: all, or the first ones and no error (the rest were
+	// not appended), or none and an error. A record file opened after it
+	// returns shows them.
 	Produce(ctx context.Context, p *storage.Partition, recs []storage.Record) (int, error)
 }
 
@@ -150,7 +151,9 @@ func (ps *partState) hold(ctx context.Context, off record.Offset) (release func(
 // appendRecords appends recs, the complete lines of one write, and returns
 // how many it took: all of them locally (storage.Partition.Append: one
 // batch unless it would not fit max.message.bytes or a segment, and
-// atomic), as many as fit one produce batch on a cluster.
+// atomic); on a cluster all of them, in as few produce batches as
+// max.message.bytes allows, or the first ones when a batch failed (a
+// short write).
 func (ps *partState) appendRecords(ctx context.Context, recs []storage.Record) (int, error) {
 	if c := ps.f.c; c != nil {
 		return c.Produce(ctx, ps.p, recs)

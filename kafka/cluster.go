@@ -91,8 +91,6 @@ type Cluster struct {
 
 	copyMu   sync.Mutex
 	evicting atomic.Bool
-
-	prod *producer
 }
 
 type tpKey struct {
@@ -157,7 +155,6 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 		cl.Close()
 		return nil, err
 	}
-	c.prod = newProducer(c)
 	c.bg.Add(1)
 	go c.background()
 	return c, nil

@@ -70,19 +70,31 @@
 //
 // # Appends
 //
-// Produce sends one batch per call, built by record.Builder (the bytes a
-// local append writes, uncompressed unless compression.type), to the
-// leader with acks=all as an idempotent producer: a producer id from
-// InitProducerID, sequence numbers per partition, one append in flight per
-// partition. So what one write(2) to the append file holds is one batch,
-// acknowledged whole or refused whole (MESSAGE_TOO_LARGE: EFBIG), and a
-// retry after a moved leader or a lost connection never duplicates. kgo's
-// producer cuts batches itself, which is why this path is on kmsg. A batch
-// holds at most the topic's max.message.bytes: a write with more lines
-// than one batch can hold is taken in part (a short write), and the
-// writer's loop sends the rest. An append not acknowledged within
-// delivery.timeout.ms fails with ETIMEDOUT and is not sent again; as with
-// any Kafka producer its records may still have been appended.
+// Produce builds batches with record.Builder (the bytes a local append
+// writes, uncompressed unless compression.type) and sends them to the
+// leader with acks=all as an idempotent producer of its own (produce.go):
+// per partition a producer id, an epoch and sequence numbers, and up to
+// five batches in flight. kgo's producer cuts batches itself, which is why
+// this path is on kmsg. A write(2) to the append file is cut into as few
+// batches of at most the topic's max.message.bytes as its lines need, of
+// even sizes (a 1 MiB write of 1 KiB lines is two halves, not a full
+// batch and a tiny one), sent without waiting for each other; the write
+// returns once all are acknowledged. A line that alone is over the limit,
+// or MESSAGE_TOO_LARGE, is EFBIG with nothing of the write produced.
+//
+// Sequence numbers make this safe: a broker appends a batch only after the
+// one numbered before it, and answers a retry of one it has as a
+// duplicate. A retry (a moved leader, a lost connection) sends the same
+// bytes. A batch refused for good, or not acknowledged within
+// delivery.timeout.ms (ETIMEDOUT; as with any Kafka producer it may still
+// have been appended, and it is not sent again), moves the partition to
+// the next epoch, which the broker then holds against every older batch:
+// batches sent behind a failed one are numbered again in order, those of
+// the same write are not sent again, and that write returns short (the
+// lines before the failed batch), so the writer's loop sends the rest.
+// Once a batch was sent, the write waits for its answer even if the
+// writer is interrupted: EINTR after an append that went in would have
+// the writer append it twice.
 //
 // # Errors
 //
@@ -94,6 +106,7 @@
 //
 // Every exported method may be called concurrently. Lock order:
 // Cluster.mu, then part.mu; part.fetchMu (one change of a copy at a time)
-// and part.prodMu (one append per partition) are taken before either and
-// never while waiting for the cluster with part.mu held.
+// is taken before either and never while waiting for the cluster with
+// part.mu held. A partition's stream.mu (appends) is never held with
+// another lock nor while waiting for the cluster.
 package kafka

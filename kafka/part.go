@@ -29,7 +29,7 @@ type part struct {
 	cp    *storage.Partition
 
 	fetchMu sync.Mutex // serialises changes of the copy
-	prodMu  sync.Mutex // one append in flight, so sequence numbers follow offsets
+	stream  *stream    // appends (produce.go)
 
 	mu sync.Mutex
 	// GUARDED_BY(mu)
@@ -62,8 +62,10 @@ type part struct {
 type hold struct{ from record.Offset }
 
 func newPart(c *Cluster, topic string, id int32, cp *storage.Partition) *part {
-	return &part{c: c, topic: topic, id: id, cp: cp, fetchAt: -1, holds: map[*hold]struct{}{}, progress: make(chan struct{}),
+	p := &part{c: c, topic: topic, id: id, cp: cp, fetchAt: -1, holds: map[*hold]struct{}{}, progress: make(chan struct{}),
 		start: -1, hw: -1, lso: -1}
+	p.stream = newStream(c, p)
+	return p
 }
 
 func (p *part) String() string { return fmt.Sprintf("%s/%d", p.topic, p.id) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"syscall"
 	"time"
@@ -15,87 +16,110 @@ import (
 	"github.com/logfs/logfs/storage"
 )
 
-// producer is an idempotent producer (KIP-98) that sends one batch per
-// request, built by logfs's own record.Builder, so that what one write(2)
-// to the append file asks for is exactly one batch: acknowledged whole or
-// not at all. franz-go's kgo producer cuts batches itself and may split a
-// write into several, which is why the produce path is built on kmsg.
+// Appends go out as an idempotent producer (KIP-98) that logfs runs
+// itself, on kmsg: franz-go's kgo producer cuts batches as it likes, and
+// a write must know which batches hold its lines.
 //
-// Sequence numbers are per partition; one append per partition is in
-// flight at a time (part.prodMu), so they follow offsets.
-type producer struct {
+// Each partition has a stream: a producer id and epoch of its own, the
+// sequence number of its next batch, and up to maxInFlight batches sent
+// and not yet answered. A write's lines are cut into as few batches of at
+// most max.message.bytes as they need, of even sizes (so that no tiny
+// remainder costs a round trip of its own), and its batches are sent one
+// after the other without waiting; the write returns once all of them are
+// answered.
+//
+// The broker appends a batch only when its sequence number follows the
+// last one it appended for the producer, so batches land in the order
+// they were numbered, whatever order the requests arrive in. The rules
+// for a batch that is not acknowledged:
+//   - A retriable error (a moved leader, a lost connection, a timed-out
+//     request) sends the same bytes again: the broker answers a batch it
+//     already has as a duplicate, so a retry never appends twice.
+//   - OUT_OF_ORDER_SEQUENCE (and UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH)
+//     says the batch was not appended. Once every batch numbered before it
+//     is answered, it is sent again: with the same bytes if they all went
+//     in (it had only overtaken one of them), else under the next epoch
+//     with new numbers (one of them failed, so its number can never
+//     follow). Never when an attempt of it might have been appended, and
+//     never when an earlier batch of the same write failed: that write
+//     returns short, and the writer sends those lines again.
+//   - Any failure (refused, or not acknowledged by delivery.timeout.ms)
+//     bumps the stream's epoch. A broker refuses batches of an older epoch
+//     once it has one of a newer, so a batch whose fate was not known
+//     cannot land after the batches sent after it.
+// A write returns the records of its batches acknowledged in order, up to
+// the first that failed: all of them, a short count, or the first
+// failure's error.
+
+// maxInFlight is how many batches of one partition may be sent and not
+// answered: the five a Kafka broker remembers per producer to tell a
+// retry from a new batch.
+const maxInFlight = 5
+
+// stream is the idempotent producer state of one partition.
+type stream struct {
 	c *Cluster
+	p *part
 
-	mu    sync.Mutex
-	id    int64 // -1 until InitProducerID
-	epoch int16
-	seqs  map[tpKey]int32
+	initMu sync.Mutex // one InitProducerID at a time
+
+	mu      sync.Mutex
+	cond    *sync.Cond      // signalled when a batch is answered for good or numbered again
+	changed chan struct{}   // GUARDED_BY(mu): closed and replaced at the same moments
+	id      int64           // GUARDED_BY(mu): -1 until InitProducerID
+	epoch   int16           // GUARDED_BY(mu)
+	next    int32           // GUARDED_BY(mu): sequence number of the next batch
+	issued  uint64          // GUARDED_BY(mu): batches sent so far, for their order
+	open    map[*batch]bool // GUARDED_BY(mu): sent and not answered for good
 }
 
-func newProducer(c *Cluster) *producer {
-	return &producer{c: c, id: -1, seqs: map[tpKey]int32{}}
+func newStream(c *Cluster, p *part) *stream {
+	st := &stream{c: c, p: p, changed: make(chan struct{}), id: -1, open: map[*batch]bool{}}
+	st.cond = sync.NewCond(&st.mu)
+	return st
 }
 
-// init gets a producer id, once, or again after reset.
-func (pr *producer) init(ctx context.Context) (int64, int16, error) {
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	if pr.id >= 0 {
-		return pr.id, pr.epoch, nil
-	}
-	req := kmsg.NewPtrInitProducerIDRequest()
-	req.TransactionTimeoutMillis = 60000
-	resp, err := req.RequestWith(ctx, pr.c.cl)
-	if err != nil {
-		return 0, 0, pr.c.ctxError(ctx, "init producer id", err)
-	}
-	if err := brokerError("init producer id", resp.ErrorCode, nil); err != nil {
-		return 0, 0, err
-	}
-	pr.id, pr.epoch = resp.ProducerID, resp.ProducerEpoch
-	clear(pr.seqs)
-	return pr.id, pr.epoch, nil
+// write is one Produce call's batches.
+type write struct {
+	failed bool // GUARDED_BY(stream.mu): a batch of it failed; no later one is sent again
 }
 
-// reset forgets the producer id: after an append whose outcome is not
-// known, the sequence numbers can no longer be trusted.
-func (pr *producer) reset(id int64) {
-	pr.mu.Lock()
-	if pr.id == id {
-		pr.id = -1
-	}
-	pr.mu.Unlock()
+// batch is one produce batch and what became of it.
+type batch struct {
+	w        *write
+	b        record.Builder
+	n        int // records
+	deadline time.Time
+
+	// GUARDED_BY(stream.mu) from its first send on:
+	order     uint64 // when it was first sent: its place among the batches
+	id        int64  // what its bytes are numbered as
+	epoch     int16
+	seq       int32
+	raw       []byte
+	uncertain bool // an attempt may have been appended (no answer, or REQUEST_TIMED_OUT)
+	overtook  bool // sent again unchanged after OUT_OF_ORDER_SEQUENCE
+
+	done chan struct{} // closed once base and err are final
+	base record.Offset
+	err  error
 }
 
-func (pr *producer) seq(k tpKey) int32 {
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	return pr.seqs[k]
-}
-
-func (pr *producer) advance(id int64, k tpKey, n int32) {
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	if pr.id == id {
-		s := int64(pr.seqs[k]) + int64(n)
-		if s > 1<<31-1 {
-			s -= 1 << 31 // Kafka's sequence numbers wrap to 0
-		}
-		pr.seqs[k] = int32(s)
-	}
-}
-
-// Produce appends the first records of recs that fit one batch of the
-// topic's max.message.bytes, as one batch, and returns how many it took
-// once every in-sync replica has them (acks=all). The batch is
-// uncompressed unless compression.type says otherwise; timestamps of 0 get
-// the wall clock. A first record that alone does not fit fails with
-// ErrRecordTooLarge (EFBIG), and so does MESSAGE_TOO_LARGE from the broker:
-// nothing of the batch is appended then. Retriable errors (a leader that
-// moved, a broker restarting) are retried with the same sequence numbers,
-// so a retry never duplicates; an append not acknowledged within
-// delivery.timeout.ms fails with ErrTimeout (ETIMEDOUT) and is not tried
-// again. A record file opened after Produce returned shows the records.
+// Produce appends recs, in order, in as few batches as the topic's
+// max.message.bytes allows, and returns how many were acknowledged by
+// every in-sync replica (acks=all): all of them, or the first ones and no
+// error (a short write: the records after them were not appended), or
+// none and the error. Batches are uncompressed unless compression.type
+// says otherwise; timestamps of 0 get the wall clock. A record that alone
+// does not fit a batch fails with ErrRecordTooLarge (EFBIG), and so does
+// MESSAGE_TOO_LARGE from the broker. A batch not acknowledged within
+// delivery.timeout.ms fails with ErrTimeout (ETIMEDOUT) and is not sent
+// again; as with any Kafka producer it may still have been appended. Once
+// a batch was sent, Produce waits for its answer even when ctx ends, so
+// that what it returns is true: an interrupted write that returned EINTR
+// after its records were appended would be written twice by a writer
+// that tries again. A record file opened after Produce returned shows the
+// records.
 func (c *Cluster) Produce(ctx context.Context, cp *storage.Partition, recs []storage.Record) (int, error) {
 	n, _, err := c.ProduceAt(ctx, cp, recs)
 	return n, err
@@ -112,134 +136,397 @@ func (c *Cluster) ProduceAt(ctx context.Context, cp *storage.Partition, recs []s
 	if err != nil {
 		return 0, -1, err
 	}
-	p.prodMu.Lock()
-	defer p.prodMu.Unlock()
 	limit := cp.Topic().Config().MaxMessageBytes
+	w := &write{}
+	batches, err := cut(recs, limit, w, time.Now().Add(c.s.deliveryTimeout))
+	if err != nil {
+		return 0, -1, fmt.Errorf("%w of %s", err, p)
+	}
+	st := p.stream
+	var sendErr error
+	for _, b := range batches {
+		if sendErr = st.send(ctx, b); sendErr != nil {
+			break
+		}
+	}
+	taken, base := 0, record.Offset(-1)
+	var first error
+	for i, b := range batches {
+		if b.done == nil {
+			break // not sent
+		}
+		<-b.done
+		ok := b.err == nil
+		if !ok {
+			// A later batch numbered in the same epoch that went in says
+			// this one went in first (its answer was lost).
+			for _, later := range batches[i+1:] {
+				if later.done != nil && later.err == nil && later.id == b.id && later.epoch == b.epoch {
+					ok = true
+				}
+			}
+		}
+		if !ok {
+			if first == nil {
+				first = b.err
+			}
+			continue
+		}
+		if first == nil {
+			if i == 0 {
+				base = b.base
+			}
+			taken += b.n
+		}
+	}
+	if taken > 0 {
+		// The next lookup asks the cluster again, so a file opened now
+		// ends past these records.
+		p.mu.Lock()
+		p.producedAt = time.Now()
+		p.mu.Unlock()
+		return taken, base, nil
+	}
+	if first == nil {
+		first = sendErr
+	}
+	return 0, -1, first
+}
+
+// cut builds recs into batches of at most limit bytes each: as few as
+// the records need, and each about as big as the others.
+func cut(recs []storage.Record, limit int64, w *write, deadline time.Time) ([]*batch, error) {
 	nowMs := time.Now().UnixMilli()
-	var b record.Builder
-	b.Reset()
-	n := 0
-	for n < len(recs) {
-		r := &recs[n]
+	const slack = 16 // varint deltas of a record in a batch, at most
+	sizes := make([]int64, len(recs))
+	var total int64
+	for i := range recs {
+		r := &recs[i]
+		sizes[i] = int64(record.RecordSize(0, int32(i), r.Key, r.Value, r.Headers)) + slack
+		if record.HeaderSize+sizes[i] > limit {
+			return nil, fmt.Errorf("%w: a record of %d bytes, over max.message.bytes (%d)", storage.ErrRecordTooLarge, record.HeaderSize+sizes[i]-slack, limit)
+		}
+		total += sizes[i]
+	}
+	// How many batches a greedy cut needs; then aim each at an equal part.
+	need, fill := int64(1), int64(record.HeaderSize)
+	for _, s := range sizes {
+		if fill+s > limit {
+			need, fill = need+1, record.HeaderSize
+		}
+		fill += s
+	}
+	target := record.HeaderSize + (total+need-1)/need
+	var out []*batch
+	var cur *batch
+	fill = 0
+	for i := range recs {
+		if cur == nil || fill+sizes[i] > limit || fill >= target {
+			cur = &batch{w: w, deadline: deadline}
+			cur.b.Reset()
+			out = append(out, cur)
+			fill = record.HeaderSize
+		}
+		r := &recs[i]
 		ts := r.Timestamp
 		if ts == 0 {
 			ts = nowMs
 		}
-		if int64(b.Size()+record.RecordSize(0, int32(n), r.Key, r.Value, r.Headers)+16) > limit {
-			break
-		}
-		b.Append(ts, r.Key, r.Value, r.Headers)
-		n++
+		cur.b.Append(ts, r.Key, r.Value, r.Headers)
+		cur.n++
+		fill += sizes[i]
 	}
-	if n == 0 {
-		r := &recs[0]
-		return 0, -1, fmt.Errorf("%w: a record of %d bytes, over max.message.bytes (%d) of %s", storage.ErrRecordTooLarge,
-			record.HeaderSize+record.RecordSize(0, 0, r.Key, r.Value, r.Headers), limit, p.topic)
-	}
-	deadline := time.Now().Add(c.s.deliveryTimeout)
-	dctx, cancel := context.WithDeadlineCause(ctx, deadline, ErrTimeout)
-	defer cancel()
-	base, err := c.produceBatch(dctx, p, &b, n)
-	if err != nil {
-		return 0, -1, err
-	}
-	// The next lookup asks the cluster again, so a file opened now ends
-	// past these records.
-	p.mu.Lock()
-	p.producedAt = time.Now()
-	p.mu.Unlock()
-	return n, base, nil
+	return out, nil
 }
 
-// produceBatch sends the batch in b until it is acknowledged, refused, or
-// ctx's deadline passes.
-func (c *Cluster) produceBatch(ctx context.Context, p *part, b *record.Builder, n int) (record.Offset, error) {
-	k := tpKey{p.topic, p.id}
+// send numbers b and sends it, after the batches sent before it. It
+// fails, sending nothing, when ctx ends or the deadline passes first, and
+// sends nothing when an earlier batch of the same write failed.
+func (st *stream) send(ctx context.Context, b *batch) error {
+	dctx, cancel := context.WithDeadlineCause(ctx, b.deadline, ErrTimeout)
+	defer cancel()
+	if err := st.ensureID(dctx); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	for !st.mayNumberLocked() {
+		ch := st.changed
+		st.mu.Unlock()
+		select {
+		case <-ch:
+		case <-dctx.Done():
+			return st.c.ctxError(dctx, "append to "+st.p.String(), dctx.Err())
+		}
+		st.mu.Lock()
+	}
+	defer st.mu.Unlock()
+	if b.w.failed {
+		return nil // the write's result is its earlier batch's failure
+	}
+	if err := st.numberLocked(b); err != nil {
+		return err
+	}
+	b.order = st.issued
+	st.issued++
+	b.done = make(chan struct{})
+	st.open[b] = true
+	go st.run(b)
+	return nil
+}
+
+// mayNumberLocked reports whether the next batch may be numbered and sent
+// now: it is within maxInFlight of the oldest batch not answered for good
+// (so that a retry of that one is still among the batches the broker
+// remembers, and is answered as a duplicate), and no batch numbered in a
+// failed epoch waits to be numbered again (a new batch would land before
+// it).
+func (st *stream) mayNumberLocked() bool {
+	if st.id < 0 {
+		return true // numberLocked says why not
+	}
+	for o := range st.open {
+		if st.issued-o.order >= maxInFlight || o.id != st.id || o.epoch != st.epoch {
+			return false
+		}
+	}
+	return true
+}
+
+// ensureID gets the stream a producer id, once (InitProducerID), and
+// again after its epochs ran out.
+func (st *stream) ensureID(ctx context.Context) error {
+	st.initMu.Lock()
+	defer st.initMu.Unlock()
+	st.mu.Lock()
+	have := st.id >= 0
+	st.mu.Unlock()
+	if have {
+		return nil
+	}
+	backoff := st.c.s.retryBackoff
+	for {
+		id, epoch, err := st.c.initProducerID(ctx)
+		if err == nil {
+			st.mu.Lock()
+			st.id, st.epoch, st.next = id, epoch, 0
+			st.mu.Unlock()
+			return nil
+		}
+		if !retriable(err) || !sleepCtx(ctx, backoff) {
+			return err
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// initProducerID asks for a producer id of an idempotent producer.
+func (c *Cluster) initProducerID(ctx context.Context) (int64, int16, error) {
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionTimeoutMillis = 60000
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return 0, 0, c.ctxError(ctx, "init producer id", err)
+	}
+	if err := brokerError("init producer id", resp.ErrorCode, nil); err != nil {
+		return 0, 0, err
+	}
+	return resp.ProducerID, resp.ProducerEpoch, nil
+}
+
+// numberLocked gives b the stream's next sequence numbers and builds its
+// bytes with them.
+func (st *stream) numberLocked(b *batch) error {
+	if st.id < 0 {
+		return fmt.Errorf("append to %s: no producer id (%w)", st.p, syscall.EIO)
+	}
+	raw, err := b.b.BuildWith(record.BuildOptions{Compression: st.c.s.compression, ProducerID: st.id, ProducerEpoch: st.epoch, BaseSequence: st.next})
+	if err != nil {
+		return err
+	}
+	b.id, b.epoch, b.seq, b.raw = st.id, st.epoch, st.next, raw
+	s := int64(st.next) + int64(b.n)
+	if s > math.MaxInt32 {
+		s -= math.MaxInt32 + 1 // Kafka's sequence numbers wrap to 0
+	}
+	st.next = int32(s)
+	return nil
+}
+
+// bumpLocked moves the stream past epoch of id after a batch of it
+// failed: the next batch starts the next epoch at sequence 0, and the
+// broker refuses the failed epoch's batches from then on.
+func (st *stream) bumpLocked(id int64, epoch int16) {
+	if st.id != id || st.epoch != epoch {
+		return // bumped already
+	}
+	if st.epoch == math.MaxInt16 {
+		st.id = -1 // a new producer id
+		return
+	}
+	st.epoch++
+	st.next = 0
+}
+
+// run sends b until it is answered for good.
+func (st *stream) run(b *batch) {
+	c := st.c
+	op := "append to " + st.p.String()
 	backoff := c.s.retryBackoff
-	sent := false // a request went out: its outcome may be unknown
-	op := "append to " + p.String()
 	var lastErr error
-	for attempt := 0; ; attempt++ {
-		if ctx.Err() != nil {
-			break
+	for {
+		if time.Now().After(b.deadline) {
+			st.resolve(b, -1, c.timeoutError(op, lastErr))
+			return
 		}
-		id, epoch, err := c.prod.init(ctx)
-		if err != nil {
-			lastErr = err
-			if !retriable(err) {
-				return -1, err
-			}
-			if !sleepCtx(ctx, backoff) {
-				break
-			}
-			continue
-		}
-		raw, err := b.BuildWith(record.BuildOptions{Compression: c.s.compression, ProducerID: id, ProducerEpoch: epoch, BaseSequence: c.prod.seq(k)})
-		if err != nil {
-			return -1, err
-		}
-		p.mu.Lock()
-		leader, topicID := p.leader, p.topicID
-		p.mu.Unlock()
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks = -1
-		req.TimeoutMillis = int32(c.s.requestTimeout.Milliseconds())
-		t := kmsg.NewProduceRequestTopic()
-		t.Topic, t.TopicID = p.topic, topicID
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = p.id, raw
-		t.Partitions = append(t.Partitions, rp)
-		req.Topics = append(req.Topics, t)
-		rctx, rcancel := context.WithTimeout(ctx, c.s.requestTimeout)
-		resp, err := req.RequestWith(rctx, c.cl.Broker(int(leader)))
-		rcancel()
-		sent = true
+		resp, err := st.request(b)
 		if err == nil {
 			err = produceError(op, resp)
 		}
 		switch {
 		case err == nil:
-			c.prod.advance(id, k, int32(n))
-			return baseOffset(resp), nil
+			st.resolve(b, baseOffset(resp), nil)
+			return
 		case errors.Is(err, kerr.DuplicateSequenceNumber):
-			c.prod.advance(id, k, int32(n))
-			return -1, nil
+			st.resolve(b, -1, nil)
+			return
 		case errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID), errors.Is(err, kerr.InvalidProducerEpoch):
-			// The broker lost this producer's state (or never had it):
-			// start a new producer id. Only safe while no request of this
-			// batch may have been appended.
-			c.prod.reset(id)
-			if attempt > 0 {
-				return -1, fmt.Errorf("%s: %w; not retried, as an earlier attempt may have been appended (%w)", op, err, syscall.EIO)
+			if !st.again(b, err) {
+				return
 			}
-			lastErr = err
-			continue
+		case errors.Is(err, ErrClosed), errors.Is(c.ctx.Err(), context.Canceled):
+			st.resolve(b, -1, fmt.Errorf("%s: %w", op, ErrClosed))
+			return
 		case retriable(err):
 			lastErr = err
-			go c.refreshSoon()
-			if !sleepCtx(ctx, backoff) {
-				break
+			if !errors.As(err, new(*kerr.Error)) || errors.Is(err, kerr.RequestTimedOut) || errors.Is(err, kerr.NotEnoughReplicasAfterAppend) {
+				st.mu.Lock()
+				b.uncertain = true // no answer, or one that says it may be there
+				st.mu.Unlock()
 			}
+			go c.refreshSoon()
+			sleepUntil(c, backoff, b.deadline) // past it, the check above ends b
 			backoff = min(2*backoff, time.Second)
-			continue
 		default:
-			return -1, err
+			st.resolve(b, -1, err)
+			return
 		}
 	}
-	if sent {
-		// Its outcome is not known: a new producer id keeps later
-		// appends' sequence numbers from depending on it.
-		c.prod.mu.Lock()
-		c.prod.id = -1
-		c.prod.mu.Unlock()
-	}
-	if errors.Is(context.Cause(ctx), ErrTimeout) {
-		if lastErr != nil {
-			return -1, fmt.Errorf("%s: not acknowledged within delivery.timeout.ms (%v): %w; last error: %v", op, c.s.deliveryTimeout, ErrTimeout, lastErr)
+}
+
+// request sends b's bytes once to the partition's leader.
+func (st *stream) request(b *batch) (*kmsg.ProduceResponse, error) {
+	c, p := st.c, st.p
+	st.mu.Lock()
+	raw := b.raw
+	st.mu.Unlock()
+	p.mu.Lock()
+	leader, topicID := p.leader, p.topicID
+	p.mu.Unlock()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = int32(c.s.requestTimeout.Milliseconds())
+	t := kmsg.NewProduceRequestTopic()
+	t.Topic, t.TopicID = p.topic, topicID
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = p.id, raw
+	t.Partitions = append(t.Partitions, rp)
+	req.Topics = append(req.Topics, t)
+	// Not the writer's context: once sent, the answer is waited for.
+	ctx, cancel := context.WithDeadline(c.ctx, minTime(b.deadline, time.Now().Add(c.s.requestTimeout)))
+	defer cancel()
+	resp, err := req.RequestWith(ctx, c.cl.Broker(int(leader)))
+	if err != nil {
+		if c.ctx.Err() != nil {
+			return nil, ErrClosed
 		}
-		return -1, fmt.Errorf("%s: not acknowledged within delivery.timeout.ms (%v): %w", op, c.s.deliveryTimeout, ErrTimeout)
+		return nil, clientError("append to "+p.String(), err)
 	}
-	return -1, ctx.Err()
+	return resp, nil
+}
+
+// again decides, after the broker said b was not appended (err), whether
+// to send it again: it waits until every batch sent before b is answered
+// for good, since they decide b's numbers. It returns false when b is
+// answered for good instead.
+func (st *stream) again(b *batch, err error) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for st.earlierOpenLocked(b) {
+		st.cond.Wait()
+	}
+	op := "append to " + st.p.String()
+	switch {
+	case b.w.failed:
+		st.resolveLocked(b, -1, fmt.Errorf("%s: not appended, after an earlier batch of the same write failed (%w)", op, syscall.EIO))
+		return false
+	case b.uncertain:
+		st.resolveLocked(b, -1, fmt.Errorf("%s: %w; not sent again, as an earlier attempt may have been appended (%w)", op, err, syscall.EIO))
+		return false
+	case errors.Is(err, kerr.OutOfOrderSequenceNumber) && !b.overtook && b.id == st.id && b.epoch == st.epoch:
+		// It overtook a batch sent before it, which is in now.
+		b.overtook = true
+		return true
+	}
+	// Its numbers can no longer follow (an earlier batch failed, or the
+	// broker lost this producer): the next epoch, new numbers.
+	st.bumpLocked(b.id, b.epoch)
+	if st.id < 0 {
+		st.resolveLocked(b, -1, fmt.Errorf("%s: %w; the producer's epochs ran out (%w)", op, err, syscall.EIO))
+		return false
+	}
+	if nerr := st.numberLocked(b); nerr != nil {
+		st.resolveLocked(b, -1, nerr)
+		return false
+	}
+	b.overtook = false
+	st.signalLocked() // one stale batch fewer
+	return true
+}
+
+// earlierOpenLocked reports whether a batch sent before b is not yet
+// answered for good.
+func (st *stream) earlierOpenLocked(b *batch) bool {
+	for o := range st.open {
+		if o.order < b.order {
+			return true
+		}
+	}
+	return false
+}
+
+func (st *stream) resolve(b *batch, base record.Offset, err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.resolveLocked(b, base, err)
+}
+
+// resolveLocked answers b for good. A failure ends its write's later
+// batches and bumps the epoch it was numbered in.
+func (st *stream) resolveLocked(b *batch, base record.Offset, err error) {
+	b.base, b.err = base, err
+	if err != nil {
+		b.w.failed = true
+		st.bumpLocked(b.id, b.epoch)
+	}
+	delete(st.open, b)
+	close(b.done)
+	st.signalLocked()
+}
+
+// signalLocked wakes whoever waits for a batch to be answered or
+// numbered again.
+func (st *stream) signalLocked() {
+	st.cond.Broadcast()
+	close(st.changed)
+	st.changed = make(chan struct{})
+}
+
+// timeoutError is the error of a batch not acknowledged in time.
+func (c *Cluster) timeoutError(op string, last error) error {
+	if last != nil {
+		return fmt.Errorf("%s: not acknowledged within delivery.timeout.ms (%v): %w; last error: %v", op, c.s.deliveryTimeout, ErrTimeout, last)
+	}
+	return fmt.Errorf("%s: not acknowledged within delivery.timeout.ms (%v): %w", op, c.s.deliveryTimeout, ErrTimeout)
 }
 
 // baseOffset is the offset the broker gave the batch.
@@ -285,4 +572,25 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// sleepUntil sleeps d, or until deadline or Close if sooner (then it
+// returns false).
+func sleepUntil(c *Cluster, d time.Duration, deadline time.Time) bool {
+	left := time.Until(deadline)
+	t := time.NewTimer(max(min(d, left), 0))
+	defer t.Stop()
+	select {
+	case <-c.stop:
+		return false
+	case <-t.C:
+		return left > d
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
