@@ -119,26 +119,52 @@ func TestRetentionCrashLeavesNoHole(t *testing.T) {
 		_, err = l.EnforceRetention()
 		return l, err
 	}
+	n := crashEachOp(t, src, retain, func(snap string, k int, seed uint64) {
+		l, err := Open(snap, Options{Logger: testLogger(t), RetentionCheckInterval: -1})
+		require.NoError(t, err)
+		p, err := l.Partition("t", 0)
+		require.NoError(t, err)
+		got := readAll(t, p, p.StartOffset())
+		require.Len(t, got, int(p.EndOffset()-p.StartOffset()), "k=%d seed=%d: no hole in [%d, %d)", k, seed, p.StartOffset(), p.EndOffset())
+		require.Equal(t, record.Offset(400), p.EndOffset())
+		for i, r := range got {
+			require.True(t, strings.HasPrefix(r, fmt.Sprintf("%d:record-%04d-", p.StartOffset()+record.Offset(i), p.StartOffset()+record.Offset(i))), r)
+		}
+		require.NoError(t, l.Check())
+		require.NoError(t, l.Close())
+	})
+	require.Greater(t, n, 10, "retention renames files")
+}
+
+// crashEachOp runs op on a copy of the data directory src through crashfs
+// once to count its file system operations (op sets *before to the count
+// when the part under test begins), then again on a fresh copy for each
+// of those operations k and three seeds, crashing at k and keeping a
+// random subset of what was not synced (crashfs.Reorder), and hands a copy
+// of what the crash left to check. It returns how many operations the
+// part under test made.
+func crashEachOp(t *testing.T, src string, op func(dir string, fs *crashfs.FS, before *int) (*Log, error),
+	check func(snap string, k int, seed uint64)) int {
+	t.Helper()
 	probe := shmTempDir(t)
 	copyDir(t, src, probe)
 	cfs := crashfs.New(vfs.Default)
 	var from int
-	l, err := retain(probe, cfs, &from)
+	l, err := op(probe, cfs, &from)
 	require.NoError(t, err)
 	to := cfs.Ops()
 	require.NoError(t, l.Close())
-	require.Greater(t, to-from, 10, "retention renames files")
-	for k := from; k < to; k++ {
+	for k := from; k <= to; k++ {
 		for seed := uint64(0); seed < 3; seed++ {
 			dir := shmTempDir(t)
 			copyDir(t, src, dir)
 			cfs := crashfs.New(vfs.Default)
 			cfg := crashfs.CrashConfig{Mode: crashfs.Reorder, Rand: rand.New(rand.NewPCG(seed, uint64(k)))}
 			cfs.CrashAt(k, cfg)
-			l, _ := retain(dir, cfs, nil)
+			l, _ := op(dir, cfs, nil)
 			if crashed, _ := cfs.Crashed(); !crashed {
-				// The background flush after a roll took operation k's
-				// number and retention finished: crash now.
+				// A background flush took operation k's number, or op
+				// finished: crash now.
 				require.NoError(t, cfs.Crash(cfg))
 			}
 			snap := shmTempDir(t)
@@ -146,20 +172,10 @@ func TestRetentionCrashLeavesNoHole(t *testing.T) {
 			if l != nil {
 				l.Close()
 			}
-			l, err = Open(snap, Options{Logger: testLogger(t), RetentionCheckInterval: -1})
-			require.NoError(t, err)
-			p, err := l.Partition("t", 0)
-			require.NoError(t, err)
-			got := readAll(t, p, p.StartOffset())
-			require.Len(t, got, int(p.EndOffset()-p.StartOffset()), "k=%d seed=%d: no hole in [%d, %d)", k, seed, p.StartOffset(), p.EndOffset())
-			require.Equal(t, record.Offset(400), p.EndOffset())
-			for i, r := range got {
-				require.True(t, strings.HasPrefix(r, fmt.Sprintf("%d:record-%04d-", p.StartOffset()+record.Offset(i), p.StartOffset()+record.Offset(i))), r)
-			}
-			require.NoError(t, l.Check())
-			require.NoError(t, l.Close())
+			check(snap, k, seed)
 		}
 	}
+	return to - from
 }
 
 // shmTempDir is t.TempDir on a tmpfs when there is one: crash tests model

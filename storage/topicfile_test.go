@@ -2,7 +2,6 @@ package storage
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/logfs/logfs/internal/crashfs"
 	"github.com/logfs/logfs/layout"
-	"github.com/logfs/logfs/vfs"
 )
 
 // TestLongTopicNames: every valid name works end to end, the longest
@@ -133,63 +131,39 @@ func topicCrashSweep(t *testing.T, src string, op func(*Log) error) {
 		}
 		return l, op(l)
 	}
-	probe := shmTempDir(t)
-	copyDir(t, src, probe)
-	cfs := crashfs.New(vfs.Default)
-	var from int
-	l, err := run(probe, cfs, &from)
-	require.NoError(t, err)
-	to := cfs.Ops()
-	require.NoError(t, l.Close())
-	require.Greater(t, to-from, 6)
 	wholes, gones := 0, 0
-	for k := from; k <= to; k++ {
-		for seed := uint64(0); seed < 3; seed++ {
-			dir := shmTempDir(t)
-			copyDir(t, src, dir)
-			cfs := crashfs.New(vfs.Default)
-			cfg := crashfs.CrashConfig{Mode: crashfs.Reorder, Rand: rand.New(rand.NewPCG(seed, uint64(k)))}
-			cfs.CrashAt(k, cfg)
-			l, _ := run(dir, cfs, nil)
-			if crashed, _ := cfs.Crashed(); !crashed {
-				require.NoError(t, cfs.Crash(cfg))
-			}
-			snap := shmTempDir(t)
-			copyDir(t, dir, snap)
-			if l != nil {
-				l.Close()
-			}
-			for _, readOnly := range []bool{true, false} {
-				l, err := Open(snap, Options{Logger: testLogger(t), RetentionCheckInterval: -1, ReadOnly: readOnly})
-				require.NoError(t, err, "k=%d seed=%d", k, seed)
-				keep, err := l.Partition("keep", 0)
-				require.NoError(t, err, "k=%d", k)
-				require.Equal(t, []string{"0:kept"}, readAll(t, keep, 0))
-				top, err := l.Topic("doomed")
-				if err == nil {
-					require.Len(t, top.Partitions(), 3, "k=%d seed=%d read-only=%v: whole", k, seed, readOnly)
-					for _, p := range top.Partitions() {
-						require.NotNil(t, readAll(t, p, 0))
-					}
-					require.Equal(t, int64(-1), top.Config().RetentionMs, "its settings")
-					wholes++
-				} else {
-					require.ErrorIs(t, err, ErrNoTopic)
-					gones++
+	n := crashEachOp(t, src, run, func(snap string, k int, seed uint64) {
+		for _, readOnly := range []bool{true, false} {
+			l, err := Open(snap, Options{Logger: testLogger(t), RetentionCheckInterval: -1, ReadOnly: readOnly})
+			require.NoError(t, err, "k=%d seed=%d", k, seed)
+			keep, err := l.Partition("keep", 0)
+			require.NoError(t, err, "k=%d", k)
+			require.Equal(t, []string{"0:kept"}, readAll(t, keep, 0))
+			top, err := l.Topic("doomed")
+			if err == nil {
+				require.Len(t, top.Partitions(), 3, "k=%d seed=%d read-only=%v: whole", k, seed, readOnly)
+				for _, p := range top.Partitions() {
+					require.NotNil(t, readAll(t, p, 0))
 				}
-				if !readOnly {
-					require.NoError(t, l.Check())
-					for _, e := range mustReadDir(t, snap) {
-						require.False(t, strings.HasSuffix(e, "-delete") || e == layout.TopicConfigTmp, "k=%d: left behind: %s", k, e)
-						if err != nil {
-							require.False(t, strings.HasPrefix(e, "doomed"), "k=%d: left behind: %s", k, e)
-						}
+				require.Equal(t, int64(-1), top.Config().RetentionMs, "its settings")
+				wholes++
+			} else {
+				require.ErrorIs(t, err, ErrNoTopic)
+				gones++
+			}
+			if !readOnly {
+				require.NoError(t, l.Check())
+				for _, e := range mustReadDir(t, snap) {
+					require.False(t, strings.HasSuffix(e, "-delete") || e == layout.TopicConfigTmp, "k=%d: left behind: %s", k, e)
+					if err != nil {
+						require.False(t, strings.HasPrefix(e, "doomed"), "k=%d: left behind: %s", k, e)
 					}
 				}
-				require.NoError(t, l.Close())
 			}
+			require.NoError(t, l.Close())
 		}
-	}
+	})
+	require.Greater(t, n, 6)
 	require.NotZero(t, wholes)
 	require.NotZero(t, gones)
 }

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"io"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -126,31 +122,8 @@ func TestConsumeFollow(t *testing.T) {
 	ok(t, dir, "", "topic", "create", "--config", "segment.bytes=1024", "orders")
 	ok(t, dir, "old\n", "produce", "orders")
 
-	cmd := exec.Command(logfsBin, "consume", "--follow", "--offset", "earliest", "orders", "0")
-	cmd.Dir = dir
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	defer cmd.Process.Kill()
-	lines := make(chan string, 1000)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	expect := func(want string) {
-		t.Helper()
-		select {
-		case got := <-lines:
-			require.Equal(t, want, got)
-		case <-time.After(20 * time.Second):
-			t.Fatalf("no line %q from consume --follow; stderr: %s", want, stderr.String())
-		}
-	}
+	f := startFollow(t, dir, "--offset", "earliest", "orders", "0")
+	cmd, stderr, expect := f.cmd, f.stderr, f.expect
 	expect("old")
 	ok(t, dir, "new 1\nnew 2\n", "produce", "orders")
 	expect("new 1")

@@ -20,38 +20,54 @@ func TestConsumeFollowFutureTime(t *testing.T) {
 	ok(t, dir, "", "topic", "create", "t")
 	ok(t, dir, "old\n", "produce", "t")
 	const T = 2_000_000_000_000
-	cmd := exec.Command(logfsBin, "consume", "--follow", "--time", fmt.Sprint(T), "t", "0")
-	cmd.Dir = dir
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	defer cmd.Process.Kill()
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	f := startFollow(t, dir, "--time", fmt.Sprint(T), "t", "0")
+	expect := f.expect
 	ok(t, dir, "before\n", "produce", "t")
 	ok(t, dir, fmt.Sprintf(`{"timestamp":%d,"value":"early"}`+"\n", T-1), "produce", "--format", "jsonl", "t")
 	ok(t, dir, fmt.Sprintf(`{"timestamp":%d,"value":"at-T"}`+"\n"+`{"timestamp":%d,"value":"after-it"}`+"\n", T, T-5), "produce", "--format", "jsonl", "t")
-	for _, want := range []string{"at-T", "after-it"} {
-		select {
-		case got := <-lines:
-			require.Equal(t, want, got, "stderr: %s", stderr.String())
-		case <-time.After(20 * time.Second):
-			t.Fatalf("no line %q; stderr: %s", want, stderr.String())
-		}
-	}
+	expect("at-T")
+	expect("after-it")
 	ok(t, dir, "later\n", "produce", "t")
+	expect("later")
+}
+
+// follower is a `logfs consume --follow` running in the background.
+type follower struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer // read it once cmd has exited
+	lines  chan string
+	t      *testing.T
+}
+
+// startFollow starts `logfs consume --follow ARGS…` in dir, killed when
+// the test ends.
+func startFollow(t *testing.T, dir string, args ...string) *follower {
+	t.Helper()
+	f := &follower{cmd: exec.Command(logfsBin, append([]string{"consume", "--follow"}, args...)...),
+		stderr: &bytes.Buffer{}, lines: make(chan string, 1000), t: t}
+	f.cmd.Dir = dir
+	stdout, err := f.cmd.StdoutPipe()
+	require.NoError(t, err)
+	f.cmd.Stderr = f.stderr
+	require.NoError(t, f.cmd.Start())
+	t.Cleanup(func() { f.cmd.Process.Kill() })
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			f.lines <- sc.Text()
+		}
+		close(f.lines)
+	}()
+	return f
+}
+
+// expect waits for the next line and requires it to be want.
+func (f *follower) expect(want string) {
+	f.t.Helper()
 	select {
-	case got := <-lines:
-		require.Equal(t, "later", got)
+	case got := <-f.lines:
+		require.Equal(f.t, want, got)
 	case <-time.After(20 * time.Second):
-		t.Fatalf("no line later; stderr: %s", stderr.String())
+		f.t.Fatalf("no line %q from consume --follow", want)
 	}
 }
