@@ -55,6 +55,11 @@ type Options struct {
 	// has got (see recovery.LoadOptions.OnProgress); logfs draws a
 	// progress bar with it. It is called concurrently and must be quick.
 	RecoveryProgress func(recovery.Progress)
+	// Follow, with ReadOnly, follows a Kafka broker still writing the data
+	// directory: new batches, rolls, retention, the cleaner's
+	// replacements, truncations and the high watermark (see follow.go).
+	// Partitions created after Open are not followed.
+	Follow bool
 	// Isolation is what Views show (record files, consume): ReadCommitted,
 	// the zero value, as a read_committed Kafka consumer; or
 	// ReadUncommitted (see txn.go).
@@ -110,6 +115,9 @@ type Log struct {
 // (see modes.go), and refuses, with ErrNotDataDir, a directory that holds
 // files but no sign of being a data directory.
 func Open(dir string, o Options) (*Log, error) {
+	if o.Follow && !o.ReadOnly {
+		return nil, fmt.Errorf("%w: following a broker's data directory needs a read-only log", ErrInvalidConfig)
+	}
 	if o.FS == nil {
 		o.FS = vfs.Default
 	}
@@ -142,6 +150,12 @@ func Open(dir string, o Options) (*Log, error) {
 	if !o.ReadOnly {
 		l.bg.Add(1)
 		go l.background()
+	}
+	if o.Follow {
+		if err := l.startFollow(); err != nil {
+			l.Close()
+			return nil, err
+		}
 	}
 	return l, nil
 }

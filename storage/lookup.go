@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/logfs/logfs/index"
@@ -396,6 +397,11 @@ type memIndex struct {
 	entries     []memEntry
 	maxTS       int64
 	maxTSOffset record.Offset
+	// What the index covers, for a followed segment's, which grows
+	// (follow.go): the log it scanned, its last entry, where its batches end.
+	scanned   record.Position
+	lastEntry record.Position
+	ended     record.Offset
 }
 
 type memEntry struct {
@@ -411,14 +417,19 @@ type memEntry struct {
 func (s *segment) memIndex() (*memIndex, error) {
 	s.idxMu.Lock()
 	defer s.idxMu.Unlock()
-	if s.fallback != nil && s.fallback.built {
-		return s.fallback, nil
-	}
-	m := &memIndex{maxTS: record.NoTimestamp, maxTSOffset: s.base}
 	size := record.Position(s.size.Load())
-	sc := record.NewScanner(s.log, 0, size, record.ScanOptions{HeadersOnly: true})
-	var lastEntry record.Position
-	ended := s.base
+	if f := s.fallback; f != nil && f.built && !(s.cfg.follow && size-f.scanned > memIndexRegrow) {
+		return f, nil
+	}
+	m := &memIndex{maxTS: record.NoTimestamp, maxTSOffset: s.base, ended: s.base}
+	if f := s.fallback; f != nil && f.built {
+		// A followed segment that grew: go on from where the index ended,
+		// in a copy, as lookups read the old one without a lock.
+		*m = *f
+		m.entries = slices.Clone(f.entries)
+	}
+	sc := record.NewScanner(s.log, m.scanned, size, record.ScanOptions{HeadersOnly: true})
+	lastEntry, ended := m.lastEntry, m.ended
 	for {
 		for sc.Next() {
 			b := sc.Batch()
@@ -459,6 +470,7 @@ func (s *segment) memIndex() (*memIndex, error) {
 		lastEntry = q.Pos
 		sc.Reset(s.log, q.Pos, size, record.ScanOptions{HeadersOnly: true})
 	}
+	m.scanned, m.lastEntry, m.ended = sc.Pos(), lastEntry, ended
 	m.built = true
 	s.fallback = m
 	return m, nil

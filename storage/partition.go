@@ -56,6 +56,7 @@ type Partition struct {
 
 	recovered RecoveryReport // set once by Open, read-only after
 	txn       txnState       // read_committed's replay of producer state (see txn.go)
+	hw        atomic.Int64   // a followed broker's high watermark, -1 unknown (follow.go)
 }
 
 func newPartition(t *Topic, id int, dir string) *Partition {

@@ -137,6 +137,10 @@ func (r *Reader) nextBatch() (*record.Batch, error) {
 		r.sc.Extend(size)
 		if r.sc.Next() {
 			b := r.sc.Batch()
+			if r.seg.isCut(r.sc.Pos() - 1) {
+				r.err = r.seg.cutErr()
+				return nil, r.err
+			}
 			if err := b.CheckFollows(r.seg.base, r.ended, r.segmentLimit()); err != nil {
 				r.err = record.WithFile(err, r.seg.logPath())
 				return nil, r.err

@@ -84,6 +84,16 @@ type segment struct {
 	views viewIndexes
 	txn   segTxn // what its log says about transactions (see txn.go)
 
+	// Following a broker (follow.go): the file's inode, where a
+	// truncation cut it (position+1, 0 for none), the high watermark's
+	// position, and, GUARDED_BY(Partition.mu), where its batches end.
+	ino        uint64
+	cut        atomic.Int64
+	hwMemo     atomic.Pointer[[2]int64]
+	followNext record.Offset
+	followOK   bool
+	followSigs batchSigs // GUARDED_BY(Partition.mu)
+
 	logger *slog.Logger
 }
 
@@ -93,6 +103,7 @@ type segmentConfig struct {
 	indexInterval int64
 	segmentBytes  int64 // roll size: what the active segment's mapping covers
 	readOnly      bool
+	follow        bool // a followed broker's (follow.go)
 }
 
 // The segment's file names share a stem, dir/<base, 20 digits>, formatted

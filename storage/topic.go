@@ -54,7 +54,7 @@ func (t *Topic) Overrides() Overrides {
 
 func (t *Topic) segmentConfig() *segmentConfig {
 	c := t.Config()
-	return &segmentConfig{indexBytes: c.SegmentIndexBytes, indexInterval: c.IndexIntervalBytes, segmentBytes: c.SegmentBytes, readOnly: t.log.opts.ReadOnly}
+	return &segmentConfig{indexBytes: c.SegmentIndexBytes, indexInterval: c.IndexIntervalBytes, segmentBytes: c.SegmentBytes, readOnly: t.log.opts.ReadOnly, follow: t.log.opts.Follow}
 }
 
 // Partitions returns the topic's partitions in order. A broker's data

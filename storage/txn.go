@@ -400,7 +400,17 @@ func (p *Partition) LatestOffset() record.Offset {
 	if p.topic.log.opts.Isolation == ReadUncommitted {
 		return p.EndOffset()
 	}
-	return p.LastStableOffset()
+	return p.committedEnd()
+}
+
+// committedEnd is the end of what ReadCommitted views show: the last
+// stable offset, and a followed broker's high watermark if it is lower.
+func (p *Partition) committedEnd() record.Offset {
+	end := p.LastStableOffset()
+	if hw, ok := p.followLimit(); ok {
+		end = min(end, hw)
+	}
+	return end
 }
 
 // stableEnd returns how much of s, whose log holds size bytes, a
@@ -408,6 +418,9 @@ func (p *Partition) LatestOffset() record.Offset {
 // offset when it lies in s, nothing when it lies before s, else size.
 func (p *Partition) stableEnd(s *segment, size record.Position) (record.Position, error) {
 	lso, ok := p.stable()
+	if hw, following := p.followLimit(); following && (!ok || hw < lso) {
+		return s.hwEnd(p, hw, size)
+	}
 	if !ok || lso >= p.segmentLimitOf(s) {
 		return size, nil
 	}

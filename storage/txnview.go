@@ -166,12 +166,14 @@ func (v *View) shownTo(i int, upTo record.Position) (shown, error) {
 	frozen := s.frozen.Load() // before the size, so that a frozen size is final
 	size := record.Position(s.size.Load())
 	if v.iso == ReadUncommitted {
+		v.reach[i] = max(v.reach[i], size)
 		return shown{end: size}, nil
 	}
 	end, err := v.p.stableEnd(s, size)
 	if err != nil {
 		return shown{}, err
 	}
+	v.reach[i] = max(v.reach[i], end)
 	vi := v.idx[i]
 	if err := vi.extend(s, min(end, upTo), v.segmentLimit(i)); err != nil {
 		return shown{}, err

@@ -37,7 +37,11 @@ type View struct {
 	idx    []*viewIndex
 	totals []int64  // rendered size of each frozen segment, or -1
 	final  []*shown // what is shown of each segment, once final (see txnview.go)
-	skip   int64    // rendered bytes of segs[0] below start
+	// reach is how much of each segment's log the view has shown or
+	// counted in a size: a followed segment cut past it can be swapped
+	// for its truncated successor (follow.go).
+	reach []record.Position
+	skip  int64 // rendered bytes of segs[0] below start
 	// pending says skip is not known yet: in ReadCommitted, start lies
 	// past the last stable offset, and the view is empty until the LSO
 	// reaches it.
@@ -106,7 +110,7 @@ func (p *Partition) NewView(f Format, start record.Offset) (*View, error) {
 			limit = next.base
 		}
 		v := &View{p: p, format: f, iso: p.topic.log.opts.Isolation, start: start, segs: []*segment{s}, idx: []*viewIndex{s.views.get(s, f)},
-			totals: []int64{-1}, final: []*shown{nil}, pending: true, chunkSeg: -1, scSeg: -1, limitSeg: -1}
+			totals: []int64{-1}, final: []*shown{nil}, reach: []record.Position{0}, pending: true, chunkSeg: -1, scSeg: -1, limitSeg: -1}
 		if err := v.settle(limit); err != nil {
 			s.release()
 			return nil, err
@@ -126,7 +130,7 @@ func (v *View) settle(limit record.Offset) error {
 	s := v.segs[0]
 	var sh shown
 	if v.iso == ReadCommitted {
-		if v.p.LastStableOffset() < v.start {
+		if v.p.committedEnd() < v.start {
 			return nil
 		}
 		// The fates of the batches up to the one holding the start.
@@ -181,6 +185,7 @@ func (v *View) refresh() {
 			v.idx = append(v.idx, s.views.get(s, v.format))
 			v.totals = append(v.totals, -1)
 			v.final = append(v.final, nil)
+			v.reach = append(v.reach, 0)
 			last = s
 		}
 	}
@@ -192,6 +197,12 @@ func (v *View) total(i int) (int64, error) {
 		return t, nil
 	}
 	s := v.segs[i]
+	if s.wasCut() {
+		if !v.swapCut(i) {
+			return 0, s.cutErr()
+		}
+		s = v.segs[i]
+	}
 	frozen := s.frozen.Load() // read before the size, so a frozen size is final
 	vi := v.idx[i]
 	if v.iso == ReadCommitted {
@@ -209,10 +220,12 @@ func (v *View) total(i int) (int64, error) {
 		}
 		return t, nil
 	}
-	if err := vi.extend(s, record.Position(s.size.Load()), v.segmentLimit(i)); err != nil {
+	size := record.Position(s.size.Load())
+	if err := vi.extend(s, size, v.segmentLimit(i)); err != nil {
 		return 0, err
 	}
 	_, t := vi.snapshot()
+	v.reach[i] = max(v.reach[i], size)
 	if frozen {
 		v.totals[i] = t
 	}

@@ -30,6 +30,7 @@ func init() { addCommand(newMountCommand) }
 type mountArgs struct {
 	dir        string
 	readOnly   bool
+	follow     bool // with readOnly: follow a broker still writing (storage.Options.Follow)
 	allowOther bool
 	debug      bool
 	directIO   bool
@@ -101,6 +102,7 @@ fuse3 package).`,
 	addClusterFlags(cmd, &m.cluster, true)
 	addDebugFlag(cmd, &m.debug)
 	cmd.Flags().BoolVar(&m.readOnly, "read-only", false, "serve without changing anything; writes fail with EROFS")
+	cmd.Flags().BoolVar(&m.follow, "follow", false, "with --read-only: follow a Kafka broker still writing the data directory (new records, rolls, retention, compaction, truncation)")
 	cmd.Flags().BoolVar(&m.allowOther, "allow-other", false, "let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root)")
 	cmd.Flags().StringArrayVarP(&m.options, "option", "o", nil, "topic default `key=value` (Kafka property name), or ro, rw, allow_other, umask=, gid=, debug; comma-separated, repeatable")
 	return cmd
@@ -213,6 +215,9 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	if err != nil {
 		return err
 	}
+	if m.follow && (!m.readOnly || m.cluster.enabled()) {
+		return usageErrorf("--follow follows a broker's data directory: it needs --read-only and --data, not --bootstrap-server")
+	}
 	if m.umask != nil && !m.allowOther {
 		fmt.Fprintf(cmd.ErrOrStderr(), "logfs mount: -o umask= shares nothing without --allow-other: only you can use the mount\n")
 	}
@@ -251,7 +256,7 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 		closeLog = func(_ *storage.Log, err error) error { return errors.Join(err, cl.Close()) }
 	} else if iso, err := m.cluster.localIsolation(); err != nil {
 		return err
-	} else if l, err = openLog(m.dir, storage.Options{ReadOnly: m.readOnly, Defaults: defaults, Logger: logger,
+	} else if l, err = openLog(m.dir, storage.Options{ReadOnly: m.readOnly, Follow: m.follow, Defaults: defaults, Logger: logger,
 		RetentionCheckInterval: m.retentionCheck, Isolation: iso}); err != nil {
 		return err
 	}
@@ -279,6 +284,9 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	mode := "read-write"
 	if m.readOnly {
 		mode = "read-only"
+	}
+	if m.follow {
+		mode = "read-only, following"
 	}
 	if !m.debug {
 		level.Set(slog.LevelInfo)

@@ -539,6 +539,19 @@ func (p *Partition) Truncate(to record.Offset) error {
 		}
 	}
 	p.hw = min(p.hw, p.next)
+	// OffsetIndex.truncateTo and TimeIndex.truncateTo: entries past the cut
+	// go, and the files are preallocated again.
+	for _, f := range []struct {
+		suffix string
+		entry  int64
+	}{{layout.IndexSuffix, 8}, {layout.TimeIndexSuffix, 12}} {
+		if err := os.Truncate(p.path(s.base, f.suffix), 0); err != nil {
+			return err
+		}
+		if err := os.Truncate(p.path(s.base, f.suffix), p.o.IndexBytes/f.entry*f.entry); err != nil {
+			return err
+		}
+	}
 	return errors.Join(p.writeIndexes(s, false), p.writeCheckpoints())
 }
 
