@@ -625,6 +625,11 @@ func (d *dumper) dumpIndex(path string) {
 	n := len(data) / index.OffsetEntrySize
 	if n == 0 {
 		fmt.Fprintf(d.out, "%s is empty.\n", path)
+		if d.verify {
+			if log, ok := d.segmentLog(path); ok {
+				d.verifyAll(path, 0, log)
+			}
+		}
 		return
 	}
 	log, haveLog := d.segmentLog(path)
