@@ -61,6 +61,9 @@
 // lines. A first read runs with the kernel's cache of the mount's file
 // dropped (FADV_DONTNEED), a second read right after it; both are
 // compared with the same reader on the plain file, which is always warm.
+// Each reader also runs on the floor's file (package floorfs: a go-fuse file
+// of as many bytes answered from memory, through the page cache as logfs
+// serves record files), first and second read: what FUSE itself allows.
 // concurrent's four first reads are compared with one reader's first read
 // (the aggregate should use both CPUs), its second reads with four on the
 // plain file; the mount's write rows with the floor's. The mount's RSS

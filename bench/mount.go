@@ -316,7 +316,7 @@ func (r *runner) toolPhases(ctx context.Context, dataDir string, p *payload, n i
 		}
 	}
 	if o.wants(PhaseReaders) {
-		if err := r.readersPhase(ctx, m, rec0, plain, p, n); err != nil {
+		if err := r.readersPhase(ctx, work, m, rec0, plain, p, n); err != nil {
 			return err
 		}
 	}

@@ -160,10 +160,18 @@ func checkOutput(t readerTool, out []byte, n, size int64) error {
 // and on the plain file of the same text, in turn, max(Count, 3) times;
 // each row is the median run. The mount's RSS before and after goes in the
 // note: it must not grow with what the mount served.
-func (r *runner) readersPhase(ctx context.Context, m *mountProc, rec0, plain string, p *payload, n int64) error {
+func (r *runner) readersPhase(ctx context.Context, work string, m *mountProc, rec0, plain string, p *payload, n int64) (err error) {
 	size := int64(p.size + 1)
 	tools, skipped := readerTools()
 	runs := max(r.o.Count, 3)
+	// The floor: a go-fuse file of as many bytes, served from memory,
+	// through the page cache as logfs serves record files.
+	fl, err := r.startFloor(ctx, filepath.Join(work, "readers-floor"), n*size)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, fl.stop()) }()
+	floorData := filepath.Join(fl.mp, "data")
 	rssBefore := processRSS(m.pid())
 	for _, t := range tools {
 		mk := func(subj, pass, file string) Result {
@@ -174,22 +182,28 @@ func (r *runner) readersPhase(ctx context.Context, m *mountProc, rec0, plain str
 			return Result{Phase: PhaseReaders, Size: p.size, Subject: subj, Case: t.name, Pass: pass, What: what,
 				LatUnit: "run", Records: n, Bytes: n * size, Note: "reads " + t.reads}
 		}
-		res := []Result{mk(SubjectMount, PassFirst, "offset/0"), mk(SubjectMount, PassSecond, "offset/0"), mk(SubjectPlain, "", "plain.txt")}
+		res := []Result{mk(SubjectMount, PassFirst, "offset/0"), mk(SubjectMount, PassSecond, "offset/0"), mk(SubjectPlain, "", "plain.txt"),
+			mk(SubjectFloor, PassFirst, "the floor's file"), mk(SubjectFloor, PassSecond, "the floor's file")}
+		files := []string{rec0, rec0, plain, floorData, floorData}
 		lat := make([][]int64, len(res))
 		for range runs {
-			if err := dropCache(rec0); err != nil {
-				return err
-			}
-			for i, file := range []string{rec0, rec0, plain} {
+			for i, file := range files {
+				if res[i].Pass == PassFirst {
+					if err := dropCache(file); err != nil {
+						return err
+					}
+				}
 				d, out, err := t.run(ctx, file)
 				if err != nil {
 					return err
 				}
-				if err := checkOutput(t, out, n, size); err != nil {
-					res[i].wrong(err)
-				}
-				if t.want != nil {
-					res[i].Verified++
+				if res[i].Subject != SubjectFloor { // the floor's lines are 1 KiB
+					if err := checkOutput(t, out, n, size); err != nil {
+						res[i].wrong(err)
+					}
+					if t.want != nil {
+						res[i].Verified++
+					}
 				}
 				lat[i] = append(lat[i], int64(d))
 			}
