@@ -141,3 +141,44 @@ func TestViewBigBatches(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkViewSequentialBig reads a whole values view in 1 MiB reads, as
+// the kernel's read-ahead asks the mount, on data in batches of 1 MiB
+// writes, whose batches straddle every read.
+func BenchmarkViewSequentialBig(b *testing.B) {
+	for _, size := range recordSizes {
+		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
+			d := getDataset(b, size, bigBatch(size))
+			buf := make([]byte, 1<<20)
+			var rendered int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				v, err := d.p.NewView(Values, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for rendered = 0; ; {
+					n, err := v.ReadAt(buf, rendered)
+					rendered += int64(n)
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				v.Close()
+			}
+			b.StopTimer()
+			cpu := cpuTime() - cpu0
+			if want := d.records * int64(d.size+1); rendered != want {
+				b.Fatalf("rendered %d bytes, want %d", rendered, want)
+			}
+			b.ReportMetric(float64(rendered)*float64(b.N)/b.Elapsed().Seconds()/1e6, "MB/s-rendered")
+			// CPU time moves less than elapsed time with what else runs.
+			b.ReportMetric(float64(cpu.Milliseconds())/(float64(rendered)*float64(b.N)/(1<<30)), "cpu-ms/GiB")
+		})
+	}
+}
