@@ -237,6 +237,7 @@ func (s *segment) closeIndexes() {
 
 func (s *segment) closeFiles() error {
 	s.closeIndexes()
+	s.views.dropInner()
 	if m := s.mapped.Swap(nil); m != nil {
 		m.Close()
 	}

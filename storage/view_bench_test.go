@@ -182,3 +182,36 @@ func BenchmarkViewSequentialBig(b *testing.B) {
 		})
 	}
 }
+
+// Marks are bounded: past innerMax batches of a segment a batch's marks
+// replace another's (and reads stay right), and they go with the segment.
+func TestViewMarksBounded(t *testing.T) {
+	defer func(n int) { innerMax = n }(innerMax)
+	innerMax = 2
+	before := innerBytes.Load()
+	t.Cleanup(func() { // after the log's own cleanup closed it
+		require.Equal(t, before, innerBytes.Load(), "the marks go with the segment")
+	})
+	l := openLog(t, t.TempDir(), Options{})
+	top, _ := l.CreateTopic("t", 1, small("segment.bytes=8000000"))
+	p, _ := top.Partition(0)
+	for i := 0; i < 6; i++ {
+		recs := make([]Record, 300)
+		for j := range recs {
+			recs[j] = Record{Value: bytes.Repeat([]byte{byte('a' + i)}, 300)}
+		}
+		_, err := p.Append(recs)
+		require.NoError(t, err)
+	}
+	want := renderAll(t, p, Values, 0)
+	v, err := p.NewView(Values, 0)
+	require.NoError(t, err)
+	checkReads(t, v, want, rand.New(rand.NewSource(5)))
+	s := p.segments()[0]
+	vi := s.views.get(s, Values)
+	vi.mu.Lock()
+	require.Len(t, vi.inner, 2)
+	vi.mu.Unlock()
+	require.Greater(t, innerBytes.Load(), before)
+	require.NoError(t, v.Close())
+}

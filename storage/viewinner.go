@@ -1,8 +1,11 @@
 package storage
 
 import (
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/logfs/logfs/record"
 )
@@ -21,14 +24,27 @@ import (
 // byte and decodes from there (record.RecordsIn), and does not check the
 // CRC again, as a read through the kernel's page cache does not either.
 //
-// Marks live in memory only, per segment and format, for at most innerMax
-// batches (a few hundred KiB for a segment of 1 GiB).
+// Marks live in memory only, per segment and format: about 1.5 KiB for a
+// MiB of batches, for at most innerMax batches of a segment and
+// innerBudget bytes in all; past either, a batch that gets marks drops
+// those of another batch of the same segment.
 const (
 	innerMin    = 64 << 10
-	innerStep   = 8 << 10
-	innerMax    = 4096
+	innerStep   = 16 << 10
+	innerBudget = 32 << 20
 	innerWindow = 32 << 10
 )
+
+// innerMax is the most batches of a segment with marks (a variable for
+// tests).
+var innerMax = 1024
+
+// innerBytes is the memory all marks take now, about.
+var innerBytes atomic.Int64
+
+func (ib *innerBatch) bytes() int64 {
+	return int64(unsafe.Sizeof(*ib)) + int64(cap(ib.marks))*int64(unsafe.Sizeof(innerMark{}))
+}
 
 // windows recycles the buffers batches are read into from a mark, which
 // views and the lookups that open them use for a moment each.
@@ -133,9 +149,8 @@ func (v *viewIndex) markBatch(b *record.Batch, from int64, dec *record.Decoder) 
 	}
 	v.mu.Lock()
 	_, known := v.inner[b.Pos]
-	full := len(v.inner) >= innerMax
 	v.mu.Unlock()
-	if known || full {
+	if known {
 		return
 	}
 	it, err := dec.Records(b)
@@ -163,12 +178,46 @@ func (v *viewIndex) markBatch(b *record.Batch, from int64, dec *record.Decoder) 
 		return
 	}
 	ib.to = at
+	ib.marks = slices.Clip(ib.marks)
 	v.mu.Lock()
+	defer v.mu.Unlock()
 	if v.inner == nil {
 		v.inner = make(map[record.Position]*innerBatch)
 	}
-	if len(v.inner) < innerMax {
-		v.inner[b.Pos] = ib
+	if _, known := v.inner[b.Pos]; known {
+		return
 	}
-	v.mu.Unlock()
+	for pos, other := range v.inner { // in no particular order: a batch at random
+		if len(v.inner) < innerMax && innerBytes.Load()+ib.bytes() <= innerBudget {
+			break
+		}
+		delete(v.inner, pos)
+		innerBytes.Add(-other.bytes())
+	}
+	if innerBytes.Load()+ib.bytes() > innerBudget {
+		return // the budget is taken by other segments' marks
+	}
+	v.inner[b.Pos] = ib
+	innerBytes.Add(ib.bytes())
+}
+
+// dropInner forgets the index's marks (its segment is going).
+func (v *viewIndex) dropInner() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for pos, ib := range v.inner {
+		delete(v.inner, pos)
+		innerBytes.Add(-ib.bytes())
+	}
+}
+
+// dropInner forgets the marks of every format: the segment is closed.
+func (vs *viewIndexes) dropInner() {
+	vs.mu.Lock()
+	defer vs.mu.Unlock()
+	for _, v := range vs.byFormat {
+		if v != nil {
+			v.dropInner()
+		}
+	}
 }
