@@ -97,8 +97,13 @@ func (c *nodeCache) run() {
 				break
 			}
 			for _, d := range batch {
-				// ENOENT: the kernel had dropped it already.
-				d.parent.NotifyEntry(d.name)
+				// Nothing to drop when the kernel forgot the name already
+				// (go-fuse then has no such child), or its directory,
+				// whose node id go-fuse may have given to another since.
+				if d.parent.Forgotten() || d.parent.GetChild(d.name) == nil {
+					continue
+				}
+				d.parent.NotifyEntry(d.name) // ENOENT: dropped meanwhile
 			}
 			select {
 			case <-c.stop:
