@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -733,11 +732,7 @@ func (c *Cluster) evict() {
 				continue
 			}
 			p.mu.Lock()
-			floor := record.Offset(math.MaxInt64)
-			for h := range p.holds {
-				floor = min(floor, h.from)
-			}
-			use := p.lastUse
+			floor, use := p.floorLocked(), p.lastUse
 			p.mu.Unlock()
 			if bases[1] > floor {
 				continue
@@ -754,8 +749,26 @@ func (c *Cluster) evict() {
 			return
 		}
 		victim.fetchMu.Lock()
-		_, err := victim.cp.AdvanceStart(max(cut, victim.cp.StartOffset()))
+		// A reader may have come since the floor was taken: look again,
+		// and mark the cut so that one coming now waits for it (await).
+		victim.mu.Lock()
+		held := victim.floorLocked() < cut
+		if !held {
+			victim.evicting = cut
+		}
+		victim.mu.Unlock()
+		var err error
+		if !held {
+			_, err = victim.cp.AdvanceStart(max(cut, victim.cp.StartOffset()))
+			victim.mu.Lock()
+			victim.evicting = 0
+			victim.mu.Unlock()
+		}
 		victim.fetchMu.Unlock()
+		victim.changed()
+		if held {
+			continue
+		}
 		if err != nil {
 			c.logOnce("evict "+victim.String(), "kafka: cannot evict from the copy", "partition", victim.String(), "err", err)
 			return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"syscall"
 	"time"
@@ -47,6 +48,7 @@ type part struct {
 	fetchAt   record.Offset // where the next fetch starts; -1 until the first
 	gen       uint64        // bumped by every reset decision: fetches of an older one are dropped
 	want      record.Offset // the copy must cover up to here
+	evicting  record.Offset // the copy's start is being raised to here (0: no eviction under way)
 	holds     map[*hold]struct{}
 	lastUse   time.Time
 	err       error // what waiters are told: the topic was deleted, authorization failed
@@ -85,6 +87,15 @@ func (p *part) coveredLocked() record.Offset {
 		return -1
 	}
 	return max(p.cp.EndOffset(), p.fetchAt)
+}
+
+// floorLocked is the least offset an open file needs.
+func (p *part) floorLocked() record.Offset {
+	floor := record.Offset(math.MaxInt64)
+	for h := range p.holds {
+		floor = min(floor, h.from)
+	}
+	return floor
 }
 
 // activeLocked reports whether the partition should be fetched now.
@@ -356,7 +367,16 @@ func (c *Cluster) await(ctx context.Context, p *part, from, end record.Offset) e
 		ch, err, cov := p.progress, p.err, p.coveredLocked()
 		fetchErr, start := p.fetchErr, p.start
 		now := progress{cov: cov, copyStart: p.cp.StartOffset(), prepAt: p.prepAt, gen: p.gen}
+		evicted := p.evicting > from || now.copyStart > from && p.resetAt == nil && p.prepFrom == nil && !p.stale
+		if evicted && p.evicting == 0 {
+			// Eviction raised the copy's start past from since Hold planned:
+			// grow it back.
+			c.planLocked(p, from)
+		}
 		p.mu.Unlock()
+		if evicted {
+			c.follow(p)
+		}
 		switch {
 		case err != nil:
 			return err
@@ -369,7 +389,7 @@ func (c *Cluster) await(ctx context.Context, p *part, from, end record.Offset) e
 				return fmt.Errorf("%s offset %d: the file needs more than the copy's byte budget (%d bytes, --copy-bytes): %w",
 					p, from, c.opts.CopyBytes, syscall.EFBIG)
 			}
-			if cov >= end && now.copyStart <= from {
+			if cov >= end && now.copyStart <= from && !evicted {
 				return nil
 			}
 			if !timeout.Stop() {
