@@ -100,7 +100,7 @@ func TestMountLeaderMovesAndBrokerStops(t *testing.T) {
 	c := fakeCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(1, "mv"))
 	cl := client(t, c)
 	produce(t, cl, "mv", 0, "before")
-	props := kafka.Properties{"delivery.timeout.ms": "3000", "request.timeout.ms": "1000", "default.api.timeout.ms": "3000"}
+	props := kafka.Properties{"delivery.timeout.ms": "1500", "request.timeout.ms": "500", "default.api.timeout.ms": "1500"}
 	_, mp := mounted(t, c, kafka.Options{Properties: props}, fs.Options{})
 	dir := filepath.Join(mp, "mv/0")
 	f, err := os.Open(filepath.Join(dir, "offset/0"))

@@ -56,7 +56,7 @@ func TestMountFetchStallsMidRead(t *testing.T) {
 	c := fakeCluster(t, kfake.SeedTopics(1, "st"))
 	cl := client(t, c)
 	produce(t, cl, "st", 0, "a", "b")
-	props := kafka.Properties{"request.timeout.ms": "500", "default.api.timeout.ms": "1500", "fetch.max.wait.ms": "100"}
+	props := kafka.Properties{"request.timeout.ms": "500", "default.api.timeout.ms": "800", "fetch.max.wait.ms": "100"}
 	_, mp := mounted(t, c, kafka.Options{Properties: props}, fs.Options{})
 	dir := filepath.Join(mp, "st/0")
 	f, err := os.Open(filepath.Join(dir, "offset/0"))
@@ -90,16 +90,16 @@ func TestMountFetchStallsMidRead(t *testing.T) {
 func TestMountOpenWaitsWhileTheCopyGrows(t *testing.T) {
 	c := fakeCluster(t, kfake.SeedTopics(1, "slow"))
 	cl := client(t, c)
-	vals := values(strings.Repeat("s", 1000), 1000)
+	vals := values(strings.Repeat("s", 1000), 300)
 	for _, v := range vals {
 		produce(t, cl, "slow", 0, v) // one batch each
 	}
-	// One batch per fetch: 1000 round trips, far more than 300 ms.
-	props := kafka.Properties{"default.api.timeout.ms": "300", "fetch.max.bytes": "1024", "max.partition.fetch.bytes": "1024"}
+	// One batch per fetch: 300 round trips of 3 ms, far more than 200 ms.
+	props := kafka.Properties{"default.api.timeout.ms": "200", "fetch.max.bytes": "1024", "max.partition.fetch.bytes": "1024"}
 	var fetches atomic.Int64
 	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
 		fetches.Add(1)
-		time.Sleep(2 * time.Millisecond) // a broker far away
+		time.Sleep(3 * time.Millisecond) // a broker far away
 		return nil, nil, false
 	})
 	_, mp := mounted(t, c, kafka.Options{Properties: props}, fs.Options{})
@@ -146,7 +146,7 @@ func TestMountInterruptedOpen(t *testing.T) {
 // append goes through.
 func TestMountAppendStallNotRetriedAfter(t *testing.T) {
 	c := fakeCluster(t, kfake.SeedTopics(1, "ps"))
-	props := kafka.Properties{"delivery.timeout.ms": "1500", "request.timeout.ms": "500", "default.api.timeout.ms": "3000"}
+	props := kafka.Properties{"delivery.timeout.ms": "1000", "request.timeout.ms": "400", "default.api.timeout.ms": "3000"}
 	_, mp := mounted(t, c, kafka.Options{Properties: props}, fs.Options{})
 	dir := filepath.Join(mp, "ps/0")
 	_, err := appendTo(filepath.Join(dir, "append"), []byte("first\n"))
@@ -160,7 +160,7 @@ func TestMountAppendStallNotRetriedAfter(t *testing.T) {
 	require.ErrorIs(t, err, syscall.ETIMEDOUT)
 	require.Less(t, time.Since(start), 10*time.Second)
 	on.Store(false)
-	time.Sleep(1500 * time.Millisecond) // a retry would come now
+	time.Sleep(time.Second) // a retry would come now
 	_, err = appendTo(filepath.Join(dir, "append"), []byte("next\n"))
 	require.NoError(t, err)
 	require.Equal(t, "first\nnext\n", readFile(t, filepath.Join(dir, "offset/0")))

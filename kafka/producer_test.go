@@ -30,7 +30,7 @@ import (
 // producer id meanwhile: a retry under the new id would be a second copy.
 func TestMountRetryKeepsItsProducerID(t *testing.T) {
 	c := fakeCluster(t, kfake.SeedTopics(2, "dup"))
-	_, mp := mounted(t, c, kafka.Options{Properties: kafka.Properties{"retry.backoff.ms": "1500"}}, fs.Options{})
+	_, mp := mounted(t, c, kafka.Options{Properties: kafka.Properties{"retry.backoff.ms": "800"}}, fs.Options{})
 	for _, p := range []string{"0", "1"} {
 		_, err := appendTo(filepath.Join(mp, "dup", p, "append"), []byte("warm-"+p+"\n"))
 		require.NoError(t, err)
@@ -43,7 +43,7 @@ func TestMountRetryKeepsItsProducerID(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	require.NoError(t, late.Wait(ctx, 1)) // applied, answered REQUEST_TIMED_OUT; the retry waits 1.5 s
+	require.NoError(t, late.Wait(ctx, 1)) // applied, answered REQUEST_TIMED_OUT; the retry waits 0.8 s
 	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "dup", Partitions: []int32{1}, Err: kerr.OutOfOrderSequenceNumber, Count: 1})
 	_, err := appendTo(filepath.Join(mp, "dup/1/append"), []byte("p1\n"))
 	require.NoError(t, err)

@@ -156,7 +156,8 @@ func TestMountSizesPreadTail(t *testing.T) {
 	// tail -f of offset/latest while records are produced.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tail := exec.CommandContext(ctx, "tail", "-f", filepath.Join(mp, "log/0/offset/latest"))
+	// -s 0.1: tail polls a FUSE file (no inotify there), every second by default.
+	tail := exec.CommandContext(ctx, "tail", "-f", "-s", "0.1", filepath.Join(mp, "log/0/offset/latest"))
 	stdout, err := tail.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, tail.Start())
