@@ -224,6 +224,7 @@ func cut(recs []storage.Record, limit int64, w *write, deadline time.Time) ([]*b
 		if cur == nil || fill+sizes[i] > limit || fill >= target {
 			cur = &batch{w: w, deadline: deadline}
 			cur.b.Reset()
+			cur.b.Grow(int(min(target, limit)))
 			out = append(out, cur)
 			fill = record.HeaderSize
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"math"
+	"slices"
 )
 
 // ErrEmptyBatch is returned by Build when no record was appended.
@@ -40,6 +41,15 @@ func (b *Builder) Reset() {
 	b.buf = append(b.buf[:0], make([]byte, HeaderSize)...)
 	b.count, b.lastDelta = 0, 0
 	b.baseTS, b.maxTS = NoTimestamp, NoTimestamp
+}
+
+// Grow makes room for n more bytes of records, so that appending them
+// does not copy the batch again as it grows.
+func (b *Builder) Grow(n int) {
+	if len(b.buf) == 0 {
+		b.Reset()
+	}
+	b.buf = slices.Grow(b.buf, n)
 }
 
 // Len returns the number of records appended since Reset.
