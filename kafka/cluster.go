@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -593,6 +594,11 @@ func (c *Cluster) ctxError(ctx context.Context, op string, err error) error {
 // part returns the follower state of a partition, creating the copy's
 // topic and partition on first use.
 func (c *Cluster) part(ctx context.Context, topic string, id int) (*part, error) {
+	if id < 0 || id > math.MaxInt32 {
+		// Kafka numbers partitions with an int32: 4294967296 must not
+		// be partition 0.
+		return nil, fmt.Errorf("%s partition %d: %w", topic, id, storage.ErrNoPartition)
+	}
 	k := tpKey{topic, int32(id)}
 	c.mu.Lock()
 	if c.closed {

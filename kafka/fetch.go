@@ -369,6 +369,7 @@ func (p *part) outOfRange(fp fetchPos) {
 	c := p.c
 	ctx, cancel := context.WithTimeout(context.Background(), c.offsetsTimeout())
 	defer cancel()
+	sent := time.Now()
 	start, end, err := c.listOffsets(ctx, p)
 	if err != nil {
 		p.fetchFailed(err)
@@ -381,7 +382,9 @@ func (p *part) outOfRange(fp fetchPos) {
 	}
 	p.mu.Lock()
 	p.resetAt, p.gen = &at, p.gen+1
-	p.start = start
+	// Both ends at once: a lookup answered from a new start and the old
+	// end would find nothing between them (earliest ENOENT).
+	p.setKnownLocked(start, end, sent)
 	p.mu.Unlock()
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/logfs/logfs/fs"
@@ -284,11 +285,19 @@ func TestBadClientProperties(t *testing.T) {
 	require.ErrorContains(t, err, "line 1")
 }
 
-// Records deleted on the cluster past what the copy had fetched while a
-// file is open: the file gets EIO where its records went, and never shows
-// the records after the gap as if they followed.
+// Records deleted on the cluster (DeleteRecords, retention) past what the
+// copy had fetched while a file is open: the file gets EIO where its
+// records went, and never shows the records after the gap as if they
+// followed.
 func TestMountDeletedWhileBehind(t *testing.T) {
-	c := fakeCluster(t, kfake.SeedTopics(1, "gone"))
+	for _, how := range []string{"DeleteRecords", "retention"} {
+		t.Run(how, func(t *testing.T) { testDeletedWhileBehind(t, how) })
+	}
+}
+
+func testDeletedWhileBehind(t *testing.T, how string) {
+	c := fakeCluster(t)
+	require.NoError(t, c.CreateTopic("gone", 1, map[string]string{"retention.ms": "3600000"}))
 	cl := client(t, c)
 	produce(t, cl, "gone", 0, "a0", "a1")
 	_, mp := mounted(t, c, kafka.Options{Properties: kafka.Properties{"request.timeout.ms": "500", "fetch.max.wait.ms": "100"}}, fs.Options{})
@@ -298,8 +307,18 @@ func TestMountDeletedWhileBehind(t *testing.T) {
 	var on atomic.Bool
 	on.Store(true)
 	stall(c, kmsg.Fetch, &on)
-	produce(t, cl, "gone", 0, "a2", "a3", "a4", "a5")
-	require.NoError(t, c.DeleteRecords("gone", 0, 4))
+	if how == "DeleteRecords" {
+		produce(t, cl, "gone", 0, "a2", "a3", "a4", "a5")
+		require.NoError(t, c.DeleteRecords("gone", 0, 4))
+	} else {
+		// Old records by their stamps; the newest batch always stays.
+		for i, v := range []string{"a2", "a3"} {
+			require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Topic: "gone", Value: []byte(v), Timestamp: time.Now().Add(-time.Duration(3-i) * 2 * time.Hour)}).FirstErr())
+		}
+		produce(t, cl, "gone", 0, "a4", "a5")
+		c.ApplyRetention()
+		require.Equal(t, int64(4), c.PartitionInfo("gone", 0).LogStartOffset, "retention deleted the old batches")
+	}
 	on.Store(false)
 	buf := make([]byte, 100)
 	deadline := time.Now().Add(10 * time.Second)
@@ -345,4 +364,51 @@ func TestMountOpenOverBudget(t *testing.T) {
 	p, err := kc.Copy(context.Background(), "huge", 0)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return p.Size() <= 1<<20 }, 10*time.Second, 50*time.Millisecond)
+}
+
+// Numbers no partition has: offsets past int64, the largest int64,
+// partitions past int32, negative ones, timestamps that overflow. Each is
+// ENOENT or EINVAL, and the mount goes on serving.
+func TestMountHugeNumbers(t *testing.T) {
+	c := fakeCluster(t, kfake.SeedTopics(1, "n"))
+	produce(t, client(t, c), "n", 0, "one")
+	_, mp := mounted(t, c, kafka.Options{}, fs.Options{})
+	dir := filepath.Join(mp, "n")
+	for _, name := range []string{"0/offset/99999999999999999999", "0/offset/9223372036854775807", "0/offset/9223372036854775807.jsonl",
+		"0/offset/-1", "0/offset/1e3", "0/time/99999999999999999999", "0/time/-5",
+		"2147483648/offset/0", "4294967296", "-1", "1"} {
+		_, err := os.Stat(filepath.Join(dir, name))
+		require.ErrorIs(t, err, os.ErrNotExist, name)
+	}
+	for _, name := range []string{"2147483648", "-1", "9999999999999999999999", "1.0", "01"} {
+		err := os.Mkdir(filepath.Join(dir, name), 0o755)
+		require.Error(t, err, name)
+		require.True(t, errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EEXIST), "mkdir %s: %v", name, err)
+	}
+	require.Equal(t, "", readFile(t, filepath.Join(dir, "0/time/9223372036854775807")), "after every record: the end, as locally")
+	require.Equal(t, "one\n", readFile(t, filepath.Join(dir, "0/offset/0")))
+}
+
+// A file open on a topic that is deleted and created again never goes on
+// with the new topic's records as if they followed its own.
+func TestMountTopicRecreatedUnderAnOpenFile(t *testing.T) {
+	c := fakeCluster(t, kfake.SeedTopics(1, "re"))
+	produce(t, client(t, c), "re", 0, "old-0", "old-1")
+	_, mp := mounted(t, c, kafka.Options{Properties: kafka.Properties{"metadata.max.age.ms": "200"}}, fs.Options{})
+	f, err := os.Open(filepath.Join(mp, "re/0/offset/0"))
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, c.DeleteTopic("re"))
+	require.NoError(t, c.CreateTopic("re", 1, nil))
+	produce(t, client(t, c), "re", 0, "new-0", "new-1", "new-2", "new-3")
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(filepath.Join(mp, "re/0/offset/1"))
+		return err == nil && string(b) == "new-1\nnew-2\nnew-3\n"
+	}, 10*time.Second, 50*time.Millisecond, "the new topic reads")
+	buf := make([]byte, 100)
+	for i := 0; i < 10; i++ {
+		n, _ := f.ReadAt(buf, 0)
+		require.True(t, strings.HasPrefix("old-0\nold-1\n", string(buf[:n])), "the old file shows %q", buf[:n])
+		time.Sleep(20 * time.Millisecond)
+	}
 }

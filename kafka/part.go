@@ -151,7 +151,7 @@ func (c *Cluster) Offsets(ctx context.Context, cp *storage.Partition) (start, en
 		p.mu.Unlock()
 		return 0, 0, err
 	}
-	if time.Since(p.knownAt) < time.Second && p.knownAt.After(p.producedAt) && p.fetchErr == nil && p.endLocked() >= 0 {
+	if time.Since(p.knownAt) < time.Second && p.knownAt.After(p.producedAt) && p.fetchErr == nil && p.endLocked() >= p.start && p.start >= 0 {
 		start, end = p.start, p.endLocked()
 		p.mu.Unlock()
 		return start, end, nil
@@ -163,12 +163,7 @@ func (c *Cluster) Offsets(ctx context.Context, cp *storage.Partition) (start, en
 	start, end, err = c.listOffsets(lctx, p)
 	if err == nil {
 		p.mu.Lock()
-		p.start, p.knownAt = start, sent
-		if c.s.isolation == ReadCommitted {
-			p.lso = end
-		} else {
-			p.hw = end
-		}
+		p.setKnownLocked(start, end, sent)
 		p.mu.Unlock()
 		return start, end, nil
 	}
@@ -190,6 +185,17 @@ func (c *Cluster) Offsets(ctx context.Context, cp *storage.Partition) (start, en
 	}
 	c.logOnce("offsets "+p.String(), "kafka: cannot list offsets; serving the copy as it is", "partition", p.String(), "err", err)
 	return start, end, nil
+}
+
+// setKnownLocked records what ListOffsets said at sent: the log start and
+// the end of the mount's isolation level.
+func (p *part) setKnownLocked(start, end record.Offset, sent time.Time) {
+	p.start, p.knownAt = start, sent
+	if p.c.s.isolation == ReadCommitted {
+		p.lso = end
+	} else {
+		p.hw = end
+	}
 }
 
 // listOffsets asks the partition's leader for its log start and end.
