@@ -28,9 +28,11 @@ import (
 	"github.com/logfs/logfs/kafka"
 )
 
-// stall makes the brokers read requests of key and never answer them
-// while on is set, as a broker that hangs does.
-func stall(c *kfake.Cluster, key kmsg.Key, on *atomic.Bool) {
+// stall makes the brokers read requests of key and never answer them,
+// as a broker that hangs does, until the returned flag is cleared.
+func stall(c *kfake.Cluster, key kmsg.Key) *atomic.Bool {
+	on := new(atomic.Bool)
+	on.Store(true)
 	c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
 		if !on.Load() {
 			return nil, nil, false
@@ -38,6 +40,7 @@ func stall(c *kfake.Cluster, key kmsg.Key, on *atomic.Bool) {
 		c.KeepControl()
 		return nil, nil, true
 	})
+	return on
 }
 
 // values returns prefix0 … prefix(n-1).
@@ -64,9 +67,7 @@ func TestMountFetchStallsMidRead(t *testing.T) {
 	require.NoError(t, err)
 	defer f.Close()
 
-	var on atomic.Bool
-	on.Store(true)
-	stall(c, kmsg.Fetch, &on)
+	on := stall(c, kmsg.Fetch)
 	produce(t, cl, "st", 0, "c")
 	time.Sleep(1100 * time.Millisecond) // what the last fetch said is a second old
 	start := time.Now()
@@ -117,9 +118,7 @@ func TestMountInterruptedOpen(t *testing.T) {
 	produce(t, cl, "intr", 0, "x", "y")
 	// default.api.timeout.ms stays 60 s: only the interrupt ends the open.
 	_, mp := mounted(t, c, kafka.Options{Properties: kafka.Properties{"request.timeout.ms": "1000"}}, fs.Options{})
-	var on atomic.Bool
-	on.Store(true)
-	stall(c, kmsg.Fetch, &on)
+	on := stall(c, kmsg.Fetch)
 	path := filepath.Join(mp, "intr/0/offset/0")
 	for _, sig := range []os.Signal{os.Interrupt, os.Kill} {
 		cat := exec.Command("cat", path)
@@ -153,9 +152,7 @@ func TestMountAppendStallNotRetriedAfter(t *testing.T) {
 	_, err := appendTo(filepath.Join(dir, "append"), []byte("first\n"))
 	require.NoError(t, err)
 
-	var on atomic.Bool
-	on.Store(true)
-	stall(c, kmsg.Produce, &on)
+	on := stall(c, kmsg.Produce)
 	start := time.Now()
 	_, err = appendTo(filepath.Join(dir, "append"), []byte("lost\n"))
 	require.ErrorIs(t, err, syscall.ETIMEDOUT)
@@ -304,9 +301,7 @@ func testDeletedWhileBehind(t *testing.T, how string) {
 	f, err := os.Open(filepath.Join(mp, "gone/0/offset/0"))
 	require.NoError(t, err)
 	defer f.Close()
-	var on atomic.Bool
-	on.Store(true)
-	stall(c, kmsg.Fetch, &on)
+	on := stall(c, kmsg.Fetch)
 	if how == "DeleteRecords" {
 		produce(t, cl, "gone", 0, "a2", "a3", "a4", "a5")
 		require.NoError(t, c.DeleteRecords("gone", 0, 4))

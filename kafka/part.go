@@ -325,21 +325,26 @@ func (c *Cluster) Hold(ctx context.Context, cp *storage.Partition, from record.O
 // before from with nobody reading it).
 func (c *Cluster) planLocked(p *part, from record.Offset) {
 	cs, ce := p.cp.StartOffset(), p.cp.EndOffset()
-	cov := p.coveredLocked()
-	switch {
-	case p.stale:
-	case p.resetAt != nil && *p.resetAt <= from:
-		return // a reset already planned serves this reader too
-	case p.resetAt == nil && from < cs && cs < ce:
-		if p.prepFrom == nil || from < *p.prepFrom {
-			at := from
-			p.prepFrom = &at
+	empty := cs == ce
+	if !p.stale {
+		if p.resetAt != nil && *p.resetAt <= from {
+			return // a reset already planned serves this reader too
 		}
-		return
-	case p.resetAt != nil, p.fetchAt < 0 && cs == ce, from < cs:
-	case from > cov && (len(p.holds) <= 1 || cs == ce) && c.gapTooBig(p, from-cov):
-	default:
-		return
+		if p.resetAt == nil && from < cs && !empty {
+			if p.prepFrom == nil || from < *p.prepFrom {
+				at := from
+				p.prepFrom = &at
+			}
+			return
+		}
+	}
+	cov := p.coveredLocked()
+	startAgain := p.stale || // a copy of an older topic of this name
+		p.resetAt != nil || // a reset planned after from
+		p.fetchAt < 0 && empty || from < cs || // nothing copied yet, or nothing of use
+		from > cov && (len(p.holds) <= 1 || empty) && c.gapTooBig(p, from-cov) // far after, and nobody reads it
+	if !startAgain {
+		return // follow on from the copy's end
 	}
 	at := from
 	p.resetAt, p.stale = &at, false
