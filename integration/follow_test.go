@@ -287,3 +287,30 @@ func snapshotFiles(t *testing.T, data string) string {
 	require.NoError(t, err)
 	return strings.Join(names, "\n")
 }
+
+// TestFollowLiveBrokerUncommitted: with read_uncommitted a followed
+// mount shows the broker's appends without waiting for the high
+// watermark; tail -f prints each within about a second.
+func TestFollowLiveBrokerUncommitted(t *testing.T) {
+	data := t.TempDir()
+	b := startBroker(t, data)
+	end := b.do("write 3")
+	l := openLog(t, data, storage.Options{ReadOnly: true, Follow: true, Isolation: storage.ReadUncommitted})
+	mnt := mount(t, l, fs.Options{})
+	file := filepath.Join(part(mnt, "live", 0), "offset", "0")
+	var tailOut syncBuffer
+	tail := exec.Command("tail", "-n", "+1", "-f", "--sleep-interval=0.1", file)
+	tail.Stdout = &tailOut
+	require.NoError(t, tail.Start())
+	defer func() {
+		tail.Process.Kill()
+		tail.Wait()
+	}()
+	waitFor(t, "tail -f", expectedValues(0, end, nil), tailOut.String)
+	var lags []time.Duration
+	for i := 0; i < 10; i++ {
+		end = b.do("write 1")
+		lags = append(lags, waitFor(t, "tail -f to follow", expectedValues(0, end, nil), tailOut.String))
+	}
+	t.Logf("tail -f showed each append %v after the broker wrote it", lags)
+}
