@@ -142,8 +142,26 @@ func ParseHeader(b []byte, pos Position) (BatchHeader, error) {
 	if _, err := peekSize(b, pos); err != nil {
 		return BatchHeader{}, err
 	}
+	h := HeaderFields(b)
+	switch {
+	case h.BaseOffset < 0:
+		return h, corruptf(pos, "negative base offset %d", h.BaseOffset)
+	case h.LastOffsetDelta < 0:
+		return h, corruptf(pos, "negative last offset delta %d", h.LastOffsetDelta)
+	case h.RecordCount < 0:
+		return h, corruptf(pos, "negative record count %d", h.RecordCount)
+	case h.Attributes.Compression() > Zstd:
+		return h, corruptf(pos, "unknown compression %d", h.Attributes.Compression())
+	}
+	return h, nil
+}
+
+// HeaderFields decodes the header at the start of b, which must hold at
+// least HeaderSize bytes, as it is: no field is checked (ParseHeader
+// checks them). It is what a dump of damaged data prints.
+func HeaderFields(b []byte) BatchHeader {
 	be := binary.BigEndian
-	h := BatchHeader{
+	return BatchHeader{
 		BaseOffset:           Offset(be.Uint64(b[0:])),
 		Length:               int32(be.Uint32(b[8:])),
 		PartitionLeaderEpoch: int32(be.Uint32(b[12:])),
@@ -158,17 +176,6 @@ func ParseHeader(b []byte, pos Position) (BatchHeader, error) {
 		BaseSequence:         int32(be.Uint32(b[53:])),
 		RecordCount:          int32(be.Uint32(b[57:])),
 	}
-	switch {
-	case h.BaseOffset < 0:
-		return h, corruptf(pos, "negative base offset %d", h.BaseOffset)
-	case h.LastOffsetDelta < 0:
-		return h, corruptf(pos, "negative last offset delta %d", h.LastOffsetDelta)
-	case h.RecordCount < 0:
-		return h, corruptf(pos, "negative record count %d", h.RecordCount)
-	case h.Attributes.Compression() > Zstd:
-		return h, corruptf(pos, "unknown compression %d", h.Attributes.Compression())
-	}
-	return h, nil
 }
 
 // Batch is one whole batch: its decoded header and its bytes.

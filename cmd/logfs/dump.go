@@ -343,25 +343,10 @@ type batch struct {
 	record.Batch
 }
 
-// rawBatch decodes the header fields of b without judging them, as
-// DefaultRecordBatch reads them.
+// rawBatch is b with its header fields as they are (record.HeaderFields),
+// as DefaultRecordBatch reads them.
 func rawBatch(b []byte, pos record.Position) *batch {
-	be := binary.BigEndian
-	return &batch{record.Batch{Pos: pos, Bytes: b, BatchHeader: record.BatchHeader{
-		BaseOffset:           record.Offset(be.Uint64(b[0:])),
-		Length:               int32(be.Uint32(b[8:])),
-		PartitionLeaderEpoch: int32(be.Uint32(b[12:])),
-		Magic:                int8(b[16]),
-		CRC:                  be.Uint32(b[17:]),
-		Attributes:           record.Attributes(be.Uint16(b[21:])),
-		LastOffsetDelta:      int32(be.Uint32(b[23:])),
-		BaseTimestamp:        int64(be.Uint64(b[27:])),
-		MaxTimestamp:         int64(be.Uint64(b[35:])),
-		ProducerID:           int64(be.Uint64(b[43:])),
-		ProducerEpoch:        int16(be.Uint16(b[51:])),
-		BaseSequence:         int32(be.Uint32(b[53:])),
-		RecordCount:          int32(be.Uint32(b[57:])),
-	}}}
+	return &batch{record.Batch{Pos: pos, Bytes: b, BatchHeader: record.HeaderFields(b)}}
 }
 
 // valid is DefaultRecordBatch.isValid: the size and the CRC-32C.
@@ -383,23 +368,6 @@ func timestampType(a record.Attributes) string {
 	return "CreateTime"
 }
 
-// codecName is CompressionType.name; Kafka dies on an unknown id.
-func codecName(c record.Compression) string {
-	switch c {
-	case record.None:
-		return "none"
-	case record.Gzip:
-		return "gzip"
-	case record.Snappy:
-		return "snappy"
-	case record.LZ4:
-		return "lz4"
-	case record.Zstd:
-		return "zstd"
-	}
-	return fmt.Sprintf("unknown(%d)", uint8(c))
-}
-
 // printBatch is printBatchLevel for magic 2 (DLS:334-347).
 func (d *dumper) printBatch(b *batch, position int64) {
 	h := &b.BatchHeader
@@ -416,7 +384,7 @@ func (d *dumper) printBatch(b *batch, position int64) {
 		"compresscodec: %s crc: %d isvalid: %t",
 		h.BaseOffset, h.LastOffset(), h.RecordCount, h.BaseSequence, lastSeq, h.ProducerID, h.ProducerEpoch,
 		h.PartitionLeaderEpoch, h.Attributes.Transactional(), h.Attributes.Control(), horizon, position,
-		timestampType(h.Attributes), h.MaxTimestamp, h.Size(), h.Magic, codecName(h.Attributes.Compression()), h.CRC, b.valid())
+		timestampType(h.Attributes), h.MaxTimestamp, h.Size(), h.Magic, h.Attributes.Compression(), h.CRC, b.valid())
 	if d.details {
 		fmt.Fprintf(d.out, " baseTimestamp: %d batchLength: %d attributes: %d", h.BaseTimestamp, h.Length, h.Attributes)
 	}
