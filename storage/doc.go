@@ -75,6 +75,15 @@
 // any is rendered as before. Readers (NewReader) return every data
 // record.
 //
+// # Following a broker
+//
+// With Options.Follow a read-only log follows a Kafka broker still
+// writing the data directory (follow.go): inotify wakes a follower that
+// publishes new whole batches, rolls, retention, cleaner swaps and
+// truncations with the same atomics appends use, and the high watermark,
+// which caps ReadCommitted views. Followed segments are read with pread and
+// indexed in memory only, as the broker changes their files in place.
+//
 // # Durability
 //
 // Appends reach the page cache. They are fsynced by Sync, every flush.ms

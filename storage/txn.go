@@ -466,29 +466,31 @@ func (p *Partition) segmentLimitOf(s *segment) record.Offset {
 // batchEndAt returns where the batch of s holding offset off (or the first
 // after it) ends, or the segment's size when there is none.
 func (s *segment) batchEndAt(off record.Offset) (record.Position, error) {
-	var sc record.Scanner
-	found, _, err := s.seek(&sc, off, record.ScanOptions{HeadersOnly: true})
+	st := lookupStates.Get().(*lookupState)
+	defer lookupStates.Put(st)
+	found, _, err := s.seek(&st.sc, off, record.ScanOptions{HeadersOnly: true})
 	if err != nil {
 		return 0, err
 	}
-	if !found || !sc.Next() {
+	if !found || !st.sc.Next() {
 		return record.Position(s.size.Load()), nil
 	}
-	return sc.Pos(), nil
+	return st.sc.Pos(), nil
 }
 
 // positionOf returns the position of the first batch of s whose last
 // offset is at or above off, or size when there is none below size.
 func (s *segment) positionOf(off record.Offset, size record.Position) (record.Position, error) {
-	var sc record.Scanner
-	found, _, err := s.seek(&sc, off, record.ScanOptions{HeadersOnly: true})
+	st := lookupStates.Get().(*lookupState)
+	defer lookupStates.Put(st)
+	found, _, err := s.seek(&st.sc, off, record.ScanOptions{HeadersOnly: true})
 	if err != nil {
 		return 0, err
 	}
-	if !found || !sc.Next() {
+	if !found || !st.sc.Next() {
 		return size, nil
 	}
-	return min(sc.Batch().Pos, size), nil
+	return min(st.sc.Batch().Pos, size), nil
 }
 
 // aborted reports whether the transactional batch at pos in s was
