@@ -89,24 +89,34 @@ func TestMountFetchStallsMidRead(t *testing.T) {
 // An open waits for the copy as long as the copy keeps growing: a
 // partition that takes longer than default.api.timeout.ms to copy opens,
 // and only a copy that stops growing for that long times out.
+//
+// The broker answers each fetch after 8 ms and with one batch of the 200,
+// so the copy takes at least 1.6 s of round trips, one after the other,
+// against a timeout of 1 s: an open bounded by the timeout in all fails.
+// Between two batches the copy is idle for a round trip only, far less
+// than a second even on a loaded machine (the test once used 200 ms, which
+// a busy machine exceeded between batches, and Open's first contact too).
 func TestMountOpenWaitsWhileTheCopyGrows(t *testing.T) {
 	c := fakeCluster(t, kfake.SeedTopics(1, "slow"))
 	cl := client(t, c)
-	vals := values(strings.Repeat("s", 1000), 300)
+	const batches = 200
+	vals := values(strings.Repeat("s", 1000), batches)
 	for _, v := range vals {
 		produce(t, cl, "slow", 0, v) // one batch each
 	}
-	// One batch per fetch: 300 round trips of 3 ms, far more than 200 ms.
-	props := kafka.Properties{"default.api.timeout.ms": "200", "fetch.max.bytes": "1024", "max.partition.fetch.bytes": "1024"}
+	props := kafka.Properties{"default.api.timeout.ms": "1000", "fetch.max.bytes": "1024", "max.partition.fetch.bytes": "1024"}
 	var fetches atomic.Int64
 	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
 		fetches.Add(1)
-		time.Sleep(3 * time.Millisecond) // a broker far away
+		time.Sleep(8 * time.Millisecond) // a broker far away
 		return nil, nil, false
 	})
 	_, mp := mounted(t, c, kafka.Options{Properties: props}, fs.Options{})
 	start := time.Now()
 	require.Equal(t, strings.Join(vals, "\n")+"\n", readFile(t, filepath.Join(mp, "slow/0/offset/0")))
+	// The premise: the copy took a round trip per batch (8 ms each, in
+	// sequence), so more than the timeout in all.
+	require.GreaterOrEqual(t, fetches.Load(), int64(batches), "fetches")
 	t.Logf("copied in %v, %d fetches", time.Since(start), fetches.Load())
 }
 
