@@ -629,6 +629,15 @@ func (c *Cluster) part(ctx context.Context, topic string, id int) (*part, error)
 	p := newPart(c, topic, int32(id), cp)
 	if tm := c.meta.topics[topic]; tm != nil && id < len(tm.partitions) {
 		p.topicID, p.leader, p.epoch = tm.id, tm.partitions[id].leader, tm.partitions[id].epoch
+		// The copy on disk may be of an older topic of this name, created
+		// again since the copy was opened and before this partition was
+		// first used (placePartsLocked sees only partitions in use): start
+		// it again at the first read instead of serving, or continuing,
+		// the old topic's records. The state keeps the old id, so that the
+		// topic's other partitions are found out too.
+		if was := c.state[stateTopic+topic]; was != "" && was != encodeID(tm.id) {
+			p.stale = true
+		}
 	}
 	c.parts[k] = p
 	return p, nil

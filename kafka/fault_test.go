@@ -152,3 +152,36 @@ func TestMountTopicRecreated(t *testing.T) {
 		return err == nil && strings.TrimSpace(string(b)) == "new"
 	}, 10*time.Second, 100*time.Millisecond)
 }
+
+// A topic deleted and created again while the mount runs, before the mount
+// reads it, is another topic even though the copy on disk (from an earlier
+// mount) holds the old one: the old records are not shown as the new
+// topic's, nor the new ones appended after them.
+func TestMountTopicRecreatedBeforeFirstRead(t *testing.T) {
+	c := fakeCluster(t, kfake.SeedTopics(1, "again"))
+	cl := client(t, c)
+	produce(t, cl, "again", 0, "old-1", "old-2")
+	copyDir := t.TempDir()
+	m := startMountProc(t, c, copyDir, filepath.Join(t.TempDir(), "mnt"))
+	require.Equal(t, "old-1\nold-2\n", readFile(t, filepath.Join(m.mp, "again/0/offset/0")))
+	m.stop(t)
+
+	_, mp := mounted(t, c, kafka.Options{Dir: copyDir}, fs.Options{})
+	adm := kadm.NewClient(cl)
+	_, err := adm.DeleteTopic(context.Background(), "again")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(mp, "again"))
+		return errors.Is(err, os.ErrNotExist)
+	}, 10*time.Second, 50*time.Millisecond, "the deleted topic leaves the tree")
+	_, err = adm.CreateTopic(context.Background(), 1, 1, nil, "again")
+	require.NoError(t, err)
+	fresh := client(t, c)
+	produce(t, fresh, "again", 0, "new-1", "new-2")
+	produce(t, fresh, "again", 0, "new-3") // a batch of its own at the old copy's end
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(mp, "again/0"))
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond, "the new topic enters the tree")
+	require.Equal(t, "new-1\nnew-2\nnew-3\n", readFile(t, filepath.Join(mp, "again/0/offset/0")))
+}
