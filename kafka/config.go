@@ -166,13 +166,19 @@ var known = map[string]bool{
 // line win over bootstrap.servers.
 func (p Properties) parse(brokers []string) (*settings, error) {
 	s := &settings{
-		isolation:        ReadCommitted,
-		deliveryTimeout:  120 * time.Second,
-		requestTimeout:   30 * time.Second,
-		apiTimeout:       60 * time.Second,
-		retryBackoff:     100 * time.Millisecond,
-		fetchMaxBytes:    64 << 20,
-		partitionMax:     16 << 20,
+		isolation:       ReadCommitted,
+		deliveryTimeout: 120 * time.Second,
+		requestTimeout:  30 * time.Second,
+		apiTimeout:      60 * time.Second,
+		retryBackoff:    100 * time.Millisecond,
+		fetchMaxBytes:   64 << 20,
+		// Kafka's own default for consumers and followers
+		// (max.partition.fetch.bytes, replica.fetch.max.bytes). Larger
+		// answers copied a partition 3 to 4 times slower from kfake on a
+		// loaded 2-core machine (16 MiB: 27-47 MB/s, 1 MiB: 92-212 MB/s,
+		// 256 MiB of 1 KiB records); a batch larger than this still comes
+		// whole (KIP-74).
+		partitionMax:     1 << 20,
 		fetchMaxWait:     500 * time.Millisecond,
 		metadataInterval: 2 * time.Second,
 	}
