@@ -108,3 +108,30 @@ func TestDataOneLevelAbove(t *testing.T) {
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "empty"), 0o755))
 	ok(t, dir, "", "topic", "create", "--data", "empty", "t")
 }
+
+// TestMountHelpNamesWhatItTakes: mount --help's usage line has the flags
+// README's command line gives it, and its -o help every word -o takes
+// besides the topic defaults (what a newcomer reads before README).
+func TestMountHelpNamesWhatItTakes(t *testing.T) {
+	out := ok(t, t.TempDir(), "", "mount", "--help")
+	usage := ""
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "logfs mount [") {
+			usage = line
+			break
+		}
+	}
+	require.NotEmpty(t, usage, "a usage line in:\n%s", out)
+	for _, flag := range []string{"[--read-only [--follow]]", "[--isolation-level L]", "[--allow-other]", "[-o key=value …]"} {
+		require.Contains(t, usage, flag)
+	}
+	optHelp := ""
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "-o, --option") {
+			optHelp = line
+		}
+	}
+	for _, word := range []string{"ro", "rw", "allow_other", "default_permissions", "debug", "direct_io", "umask=", "gid=", "log.retention.check.interval.ms=", "noatime", "nofail"} {
+		require.Contains(t, optHelp, word)
+	}
+}
