@@ -135,3 +135,13 @@ func TestMountHelpNamesWhatItTakes(t *testing.T) {
 		require.Contains(t, optHelp, word)
 	}
 }
+
+// TestConsumeHelpNamesIsolation: consume --help's usage line has
+// --isolation-level, as README's command line does.
+func TestConsumeHelpNamesIsolation(t *testing.T) {
+	out := ok(t, t.TempDir(), "", "consume", "--help")
+	i := strings.Index(out, "logfs consume [")
+	require.GreaterOrEqual(t, i, 0, out)
+	usage, _, _ := strings.Cut(out[i:], "\n")
+	require.Contains(t, usage, "[--isolation-level L]")
+}
