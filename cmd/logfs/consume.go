@@ -44,7 +44,7 @@ func newConsumeCommand() *cobra.Command {
 		format string
 	)
 	cmd := &cobra.Command{
-		Use:   "consume [--data DIR] (--offset N|earliest|latest | --time T) [--follow] [--format values|jsonl] TOPIC PARTITION",
+		Use:   "consume [--data DIR] (--offset N|earliest|latest | --time T) [--follow] [--format values|jsonl] [--isolation-level L] TOPIC PARTITION",
 		Short: "Print records from an offset or a time",
 		Long: `Print a partition's records from an offset or from a time on: exactly the
 bytes of the mount's offset/N or time/T file (values: each value and '\n';

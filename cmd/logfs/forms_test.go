@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/logfs/logfs/internal/fusetest"
 )
 
 // TestMountOptionsPeopleType: the words fstab lines and habit put in -o
@@ -82,9 +84,17 @@ func TestDataOneLevelAbove(t *testing.T) {
 		{"check", "--data", "kafka"},
 		{"produce", "--data", "kafka", "t"},
 		{"topic", "create", "--data", "kafka", "u"},
-		{"mount", "--read-only", "--data", "kafka", filepath.Join(dir, "mnt")},
 	} {
 		fails(t, dir, exitFailure, want, args...)
+	}
+	// mount checks FUSE before the data directory (#18.1): where this user
+	// cannot mount, that is what it says, and it too creates nothing.
+	mountArgs := []string{"mount", "--read-only", "--data", "kafka", filepath.Join(dir, "mnt")}
+	if err := fusetest.Usable(); err != nil {
+		t.Logf("FUSE is not usable here (%v): mount is refused for that first", err)
+		fails(t, dir, exitFailure, "FUSE is not available", mountArgs...)
+	} else {
+		fails(t, dir, exitFailure, want, mountArgs...)
 	}
 	entries, err := os.ReadDir(filepath.Join(dir, "kafka"))
 	require.NoError(t, err)
@@ -97,4 +107,41 @@ func TestDataOneLevelAbove(t *testing.T) {
 	require.Equal(t, "t\n", ok(t, dir, "", "topic", "list", "--data", filepath.Join("kafka", "data")))
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "empty"), 0o755))
 	ok(t, dir, "", "topic", "create", "--data", "empty", "t")
+}
+
+// TestMountHelpNamesWhatItTakes: mount --help's usage line has the flags
+// README's command line gives it, and its -o help every word -o takes
+// besides the topic defaults (what a newcomer reads before README).
+func TestMountHelpNamesWhatItTakes(t *testing.T) {
+	out := ok(t, t.TempDir(), "", "mount", "--help")
+	usage := ""
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "logfs mount [") {
+			usage = line
+			break
+		}
+	}
+	require.NotEmpty(t, usage, "a usage line in:\n%s", out)
+	for _, flag := range []string{"[--read-only [--follow]]", "[--isolation-level L]", "[--allow-other]", "[-o key=value …]"} {
+		require.Contains(t, usage, flag)
+	}
+	optHelp := ""
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "-o, --option") {
+			optHelp = line
+		}
+	}
+	for _, word := range []string{"ro", "rw", "allow_other", "default_permissions", "debug", "direct_io", "umask=", "gid=", "log.retention.check.interval.ms=", "noatime", "nofail"} {
+		require.Contains(t, optHelp, word)
+	}
+}
+
+// TestConsumeHelpNamesIsolation: consume --help's usage line has
+// --isolation-level, as README's command line does.
+func TestConsumeHelpNamesIsolation(t *testing.T) {
+	out := ok(t, t.TempDir(), "", "consume", "--help")
+	i := strings.Index(out, "logfs consume [")
+	require.GreaterOrEqual(t, i, 0, out)
+	usage, _, _ := strings.Cut(out[i:], "\n")
+	require.Contains(t, usage, "[--isolation-level L]")
 }

@@ -55,7 +55,7 @@ const defaultRetentionCheck = 5 * time.Minute
 func newMountCommand() *cobra.Command {
 	var m mountArgs
 	cmd := &cobra.Command{
-		Use:   "mount [--data DIR] [--read-only] [--allow-other] [--debug] [-o key=value …] MOUNTPOINT",
+		Use:   "mount [--data DIR] [--read-only [--follow]] [--allow-other] [--isolation-level L] [--debug] [-o key=value …] MOUNTPOINT",
 		Short: "Mount the data directory as a filesystem (foreground)",
 		Long: `Mount the data directory at MOUNTPOINT and serve it until Ctrl-C, SIGTERM
 or 'umount MOUNTPOINT', which all unmount cleanly and close the log (the next
@@ -104,7 +104,7 @@ fuse3 package).`,
 	cmd.Flags().BoolVar(&m.readOnly, "read-only", false, "serve without changing anything; writes fail with EROFS")
 	cmd.Flags().BoolVar(&m.follow, "follow", false, "with --read-only: follow a Kafka broker still writing the data directory (new records, rolls, retention, compaction, truncation)")
 	cmd.Flags().BoolVar(&m.allowOther, "allow-other", false, "let other users use the mount (needs user_allow_other in /etc/fuse.conf unless root)")
-	cmd.Flags().StringArrayVarP(&m.options, "option", "o", nil, "topic default `key=value` (Kafka property name), or ro, rw, allow_other, umask=, gid=, debug; comma-separated, repeatable")
+	cmd.Flags().StringArrayVarP(&m.options, "option", "o", nil, "topic default `key=value` (Kafka property name), or ro, rw, allow_other, default_permissions, umask=, gid=, debug, direct_io, log.retention.check.interval.ms=; fstab's words (noatime, nofail, _netdev, x-*, …) are taken and ignored; comma-separated, repeatable")
 	return cmd
 }
 
