@@ -276,13 +276,11 @@ func (n *recordNode) viewSize(ctx context.Context, fh gofs.FileHandle) (int64, e
 		return 0, err
 	}
 	defer release()
-	v, err := n.ps.p.NewView(n.format, n.start)
-	if err != nil {
-		return 0, err
+	size, stopped, err := n.ps.p.ViewSize(n.format, n.start)
+	if err == nil && stopped {
+		size++ // see kernelSize
 	}
-	defer v.Close()
-	size, err := v.Size()
-	return kernelSize(v, size, err)
+	return size, err
 }
 
 // kernelSize is the size the kernel is told of view v, whose size is size:

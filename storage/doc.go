@@ -58,7 +58,13 @@
 // Each segment keeps, per format, a sparse view index of rendered positions
 // (an entry every 32 KiB of rendering); the values one is kept by the
 // appender and stored in <base>.viewindex when the segment seals or the log
-// closes, others are built on first use.
+// closes, others are built on first use. The partition keeps the final
+// rendered size of each sealed segment, per format, as prefix sums, once a
+// view has summed it (viewsizes.go): a view's size, and where a read at any
+// position lands, then cost a binary search plus the newest segment, not a
+// pass over every segment after the start; Partition.ViewSize (a stat)
+// pins only the first segment and the newest. Bad bytes found anywhere in
+// a topic make the cached sizes stale (Topic.holes).
 //
 // # Transactions
 //

@@ -57,6 +57,10 @@ type Partition struct {
 	recovered RecoveryReport // set once by Open, read-only after
 	txn       txnState       // read_committed's replay of producer state (see txn.go)
 	hw        atomic.Int64   // a followed broker's high watermark, -1 unknown (follow.go)
+	sizes     sizeCache      // final view sizes of sealed segments (viewsizes.go)
+	// sized counts the segments whose view size a View worked out itself
+	// rather than took from sizes: tests check it stays once a segment.
+	sized atomic.Int64
 }
 
 func newPartition(t *Topic, id int, dir string) *Partition {

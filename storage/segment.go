@@ -104,6 +104,26 @@ type segmentConfig struct {
 	segmentBytes  int64 // roll size: what the active segment's mapping covers
 	readOnly      bool
 	follow        bool // a followed broker's (follow.go)
+	// holes is the topic's count of bad ranges learned (Topic.holes);
+	// nil in tests that build a segment by hand.
+	holes *atomic.Uint64
+}
+
+// holesLearned returns the count of bad ranges the view indexes of the
+// segment's topic have learned.
+func (s *segment) holesLearned() uint64 {
+	if s.cfg == nil || s.cfg.holes == nil {
+		return 0
+	}
+	return s.cfg.holes.Load()
+}
+
+// learnedHole is called when one of the segment's view indexes learns a
+// bad range: sizes summed before it are stale (see sizeCache).
+func (s *segment) learnedHole() {
+	if s.cfg != nil && s.cfg.holes != nil {
+		s.cfg.holes.Add(1)
+	}
 }
 
 // The segment's file names share a stem, dir/<base, 20 digits>, formatted

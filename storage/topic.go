@@ -21,6 +21,10 @@ type Topic struct {
 	partitions []*Partition
 	overrides  Overrides
 	config     atomic.Pointer[Config]
+	// holes counts the bad ranges the view indexes of its segments have
+	// learned: a partition's cached view sizes (sizeCache) summed before
+	// the last one are not used.
+	holes atomic.Uint64
 }
 
 func newTopic(l *Log, name string, o Overrides) *Topic {
@@ -54,7 +58,7 @@ func (t *Topic) Overrides() Overrides {
 
 func (t *Topic) segmentConfig() *segmentConfig {
 	c := t.Config()
-	return &segmentConfig{indexBytes: c.SegmentIndexBytes, indexInterval: c.IndexIntervalBytes, segmentBytes: c.SegmentBytes, readOnly: t.log.opts.ReadOnly, follow: t.log.opts.Follow}
+	return &segmentConfig{indexBytes: c.SegmentIndexBytes, indexInterval: c.IndexIntervalBytes, segmentBytes: c.SegmentBytes, readOnly: t.log.opts.ReadOnly, follow: t.log.opts.Follow, holes: &t.holes}
 }
 
 // Partitions returns the topic's partitions in order. A broker's data

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"sync"
 
 	"github.com/logfs/logfs/record"
@@ -37,6 +38,10 @@ type View struct {
 	idx    []*viewIndex
 	totals []int64  // rendered size of each frozen segment, or -1
 	final  []*shown // what is shown of each segment, once final (see txnview.go)
+	// run is the partition's final sizes of sealed segments (viewsizes.go)
+	// the view last used: it places the segments it covers without
+	// looking at them.
+	run *sizeRun
 	// reach is how much of each segment's log the view has shown or
 	// counted in a size: a followed segment cut past it can be swapped
 	// for its truncated successor (follow.go).
@@ -172,7 +177,8 @@ func (v *View) refresh() {
 		return
 	}
 	last := v.segs[len(v.segs)-1]
-	for _, s := range v.p.segments() {
+	segs := v.p.segments()
+	for _, s := range segs[floorSegment(segs, last.base)+1:] {
 		if s.base <= last.base {
 			continue
 		}
@@ -203,6 +209,7 @@ func (v *View) total(i int) (int64, error) {
 		}
 		s = v.segs[i]
 	}
+	v.p.sized.Add(1)
 	frozen := s.frozen.Load() // read before the size, so a frozen size is final
 	vi := v.idx[i]
 	if v.iso == ReadCommitted {
@@ -232,6 +239,144 @@ func (v *View) total(i int) (int64, error) {
 	return t, nil
 }
 
+// sized returns how many of the view's first segments the partition's
+// final sizes (Partition.sizes) cover, taking a newer run of them into
+// v.run when there is one; gen is the topic's holes count now. A followed
+// broker's segments are never covered: they can be swapped for others
+// (swapCut).
+func (v *View) sized(gen uint64) int {
+	if v.p.topic.log.opts.Follow {
+		return 0
+	}
+	seq0, n := v.segs[0].seq, uint64(len(v.segs))
+	r := v.run
+	if r == nil || r.gen != gen || r.first+uint64(r.count()) < seq0+n {
+		if nr := v.p.sizes.run(v.format, gen); nr != nil && nr.first <= seq0 && (r == nil || r.gen != gen || nr.count() > r.count()) {
+			r = nr
+		} else if r != nil && r.gen != gen {
+			r = nil
+		}
+		v.run = r
+	}
+	if r == nil || r.first > seq0 || r.first+uint64(r.count()) <= seq0 {
+		return 0
+	}
+	return int(min(n, r.first+uint64(r.count())-seq0))
+}
+
+// runStart returns the rendered bytes of segs[:k], whose sizes v.run
+// holds (k at most what sized returned; 0 for k == 0).
+func (v *View) runStart(k int) int64 {
+	if k == 0 {
+		return 0
+	}
+	d := v.segs[0].seq - v.run.first
+	return v.run.cum[d+uint64(k)] - v.run.cum[d]
+}
+
+// seek returns the first segment that ReadAt needs to look at for
+// rendered byte at (counted from segs[0]'s start), and where its
+// rendering starts: past the segments whose sizes v.run holds that end
+// at or before at, found by binary search.
+func (v *View) seek(at int64) (int, int64) {
+	m := v.sized(v.segs[0].holesLearned())
+	if m == 0 {
+		return 0, 0
+	}
+	// The first of segs[:m] that ends past at, or m.
+	k := sort.Search(m, func(k int) bool { return v.runStart(k+1) > at })
+	k = min(k, len(v.segs)-1) // the last one pinned: ReadAt looks for more
+	return k, v.runStart(k)
+}
+
+// finalSize reports whether the size of segs[i] that total returned is
+// final and may be published for other views: sealed, every transaction
+// in it decided, no bad bytes known in it, and counted in the segment's
+// current index.
+func (v *View) finalSize(i int) bool {
+	if v.totals[i] < 0 || v.p.topic.log.opts.Follow {
+		return false
+	}
+	vi := v.idx[i]
+	return !vi.hasHoles() && v.segs[i].views.current(vi)
+}
+
+// publishSizes hands the final sizes of segs[m:m+len(done)], worked out
+// in holes count gen, to the partition, for the next views to take.
+func (v *View) publishSizes(gen uint64, m int, done []int64) {
+	if len(done) == 0 {
+		return
+	}
+	oldest := v.segs[m].seq
+	if segs := v.p.segments(); len(segs) > 0 {
+		oldest = min(oldest, segs[0].seq)
+	}
+	v.p.sizes.publish(v.format, gen, oldest, v.segs[m].seq, done)
+}
+
+// ViewSize returns the current size of a view of format f from offset
+// start, as NewView(f, start) and Size would, and whether that view stops
+// at bad bytes (View.Stopped), for a caller that reads nothing (a stat).
+// Once views have summed the sealed segments (Partition.sizes), it looks
+// only at the first segment and the newest: the segments in between are
+// neither pinned nor read, however many there are.
+func (p *Partition) ViewSize(f Format, start record.Offset) (int64, bool, error) {
+	v, err := p.NewView(f, start)
+	if err != nil {
+		return 0, false, err
+	}
+	defer v.Close()
+	if n, stopped, ok, err := v.sizeAcross(); ok || err != nil {
+		return n, stopped, err
+	}
+	n, err := v.Size()
+	return n, err == nil && v.Stopped() != nil, err
+}
+
+// sizeAcross is ViewSize from the partition's cached sizes: the rendering
+// of v's first segment past its start, the sizes of the sealed segments
+// after it up to the newest, and the size of a view from the newest
+// segment's base. ok is false when the cached sizes do not cover those
+// segments (or retention left a gap among them): the caller then sums
+// them with Size, which caches them for next time.
+func (v *View) sizeAcross() (n int64, stopped, ok bool, err error) {
+	v.mu.Lock()
+	if v.closed {
+		v.mu.Unlock()
+		return 0, false, false, ErrClosed
+	}
+	if err := v.settle(v.segmentLimit(0)); err != nil || v.pending || v.p.topic.log.opts.Follow {
+		v.mu.Unlock()
+		return 0, false, false, err
+	}
+	s0, skip := v.segs[0], v.skip
+	v.mu.Unlock()
+	segs := v.p.segments()
+	j := floorSegment(segs, s0.base)
+	if j < 0 || segs[j] != s0 || j == len(segs)-1 {
+		return 0, false, false, nil
+	}
+	last := segs[len(segs)-1]
+	if last.seq-s0.seq != uint64(len(segs)-1-j) {
+		return 0, false, false, nil // a gap retention left
+	}
+	r := v.p.sizes.run(v.format, s0.holesLearned())
+	if r == nil || r.first > s0.seq || r.first+uint64(r.count()) < last.seq {
+		return 0, false, false, nil
+	}
+	between := r.cum[last.seq-r.first] - r.cum[s0.seq-r.first]
+	lv, err := v.p.NewView(v.format, last.base)
+	if err != nil {
+		return 0, false, false, nil // retention got there first: sum them
+	}
+	defer lv.Close()
+	t, err := lv.Size()
+	if err != nil {
+		return 0, false, true, err
+	}
+	return between - skip + t, lv.Stopped() != nil, true, nil
+}
+
 // Size returns the view's current length in bytes.
 func (v *View) Size() (int64, error) {
 	n, err := v.Held()
@@ -256,8 +401,11 @@ func (v *View) Held() (int64, error) {
 		return 0, err
 	}
 	v.refresh()
-	n := -v.skip
-	for i := range v.segs {
+	gen := v.segs[0].holesLearned() // before the sizes it vouches for
+	m := v.sized(gen)
+	n := -v.skip + v.runStart(m)
+	var done []int64 // final sizes of segs[m:], to publish
+	for i := m; i < len(v.segs); i++ {
 		t, err := v.total(i)
 		if err != nil {
 			return 0, err
@@ -268,10 +416,15 @@ func (v *View) Held() (int64, error) {
 			// The view ends where its records meet bad bytes (at once
 			// when it starts among the records they held).
 			v.stopErr = cause
+			v.publishSizes(gen, m, done)
 			return max(n+at, 0), nil
+		}
+		if len(done) == i-m && v.finalSize(i) {
+			done = append(done, t)
 		}
 		n += t
 	}
+	v.publishSizes(gen, m, done)
 	v.stopErr = nil
 	if v.deleted {
 		// The size would stop at the gap, and a reader that polls it
@@ -333,7 +486,7 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	at := off + v.skip // in the rendering of segs[0], segs[1], … from segs[0]'s start
-	i, segStart := 0, int64(0)
+	i, segStart := v.seek(at)
 	for {
 		t, err := v.total(i)
 		if err != nil {

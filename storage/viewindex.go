@@ -156,6 +156,7 @@ func (v *viewIndex) extend(s *segment, size record.Position, limit record.Offset
 				break
 			}
 			if k := len(v.holes) - 1; k >= 0 && v.holes[k].awaiting {
+				s.learnedHole()
 				v.holes[k].resumeBase, v.holes[k].awaiting = b.BaseOffset, false
 				v.entries = append(v.entries, viewEntry{pos: b.Pos, base: b.BaseOffset, rendered: v.total})
 				v.sinceEntry = 0
@@ -182,6 +183,7 @@ func (v *viewIndex) extend(s *segment, size record.Position, limit record.Offset
 // the end the caller asked for). The caller holds mu.
 func (v *viewIndex) holeLocked(s *segment, pos record.Position, cause error, size record.Position, limit record.Offset) error {
 	h := viewHole{pos: pos, rendered: v.total, resumeBase: math.MaxInt64, err: cause}
+	s.learnedHole()
 	ended := v.next
 	size = max(size, record.Position(s.size.Load()))
 	b, ok, err := record.Resync(s.log, pos+1, size, 0, func(b *record.Batch) bool {
@@ -225,6 +227,7 @@ func (v *viewIndex) noteHole(s *segment, pos record.Position, rendered int64, ca
 		known = known || h.pos == pos
 	}
 	if !known {
+		s.learnedHole()
 		k := sort.Search(len(v.holes), func(k int) bool { return v.holes[k].pos > pos })
 		v.holes = append(v.holes, viewHole{})
 		copy(v.holes[k+1:], v.holes[k:])
@@ -456,6 +459,14 @@ func (vs *viewIndexes) get(s *segment, f Format) *viewIndex {
 	}
 	vs.byFormat[f] = v
 	return v
+}
+
+// current reports whether v is the segment's index for its format now
+// (not one replaced since a view took it).
+func (vs *viewIndexes) current(v *viewIndex) bool {
+	vs.mu.Lock()
+	defer vs.mu.Unlock()
+	return vs.byFormat[v.format] == v
 }
 
 // start gives a new segment an empty values index for the appender to keep.
