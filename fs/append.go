@@ -100,6 +100,7 @@ type appendHandle struct {
 	partial  []byte           // GUARDED_BY(mu): bytes after the last newline
 	dropping bool             // GUARDED_BY(mu): refusing the rest of an oversized line
 	refused  []byte           // GUARDED_BY(mu): the end of a refused line, through its newline
+	whyNot   error            // GUARDED_BY(mu): why that line was refused
 	recs     []storage.Record // GUARDED_BY(mu): scratch
 	ends     []int            // GUARDED_BY(mu): scratch
 }
@@ -166,10 +167,12 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 	cfg := h.config()
 	maxMessage := cfg.MaxMessageBytes
 	if h.refused != nil {
-		if bytes.HasPrefix(data, h.refused) {
-			return 0, fmt.Errorf("%w: the end of a line over max.message.bytes (%d), sent again", storage.ErrRecordTooLarge, maxMessage)
+		// The kernel may split the same bytes differently the second
+		// time: a first request shorter than them is refused too.
+		if bytes.HasPrefix(data, h.refused) || bytes.HasPrefix(h.refused, data) {
+			return 0, fmt.Errorf("%w: the end of a refused line, sent again", h.whyNot)
 		}
-		h.refused = nil
+		h.refused, h.whyNot = nil, nil
 	}
 	if h.dropping {
 		i := bytes.IndexByte(data, '\n')
@@ -177,7 +180,7 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 			return 0, fmt.Errorf("%w: more of a line over max.message.bytes (%d)", storage.ErrRecordTooLarge, maxMessage)
 		}
 		h.dropping = false
-		h.refused = bytes.Clone(data[:i+1])
+		h.refused, h.whyNot = bytes.Clone(data[:i+1]), storage.ErrRecordTooLarge
 		return 0, fmt.Errorf("%w: the end of a line over max.message.bytes (%d), and the write that holds it", storage.ErrRecordTooLarge, maxMessage)
 	}
 	last := bytes.LastIndexByte(data, '\n')
@@ -231,7 +234,7 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 			// The bad line began in an earlier write: drop it all, and
 			// refuse its end if it comes again.
 			h.partial = h.partial[:0]
-			h.refused = bytes.Clone(data[:first+1])
+			h.refused, h.whyNot = bytes.Clone(data[:first+1]), err
 		}
 		return 0, err
 	}

@@ -198,6 +198,8 @@ func TestAppendTooLarge(t *testing.T) {
 	require.Equal(t, syscall.EFBIG, errno, "the end of the line, sent again")
 	_, errno = h.Write(ctx, []byte(big[:500]+"\nc\n"), 0)
 	require.Equal(t, syscall.EFBIG, errno, "and again")
+	_, errno = h.Write(ctx, []byte(big[:300]), 0)
+	require.Equal(t, syscall.EFBIG, errno, "a first request shorter than the end sent again")
 	n, errno = h.Write(ctx, []byte("c\n"), 0)
 	require.Zero(t, errno)
 	require.Equal(t, uint32(2), n)
@@ -246,4 +248,20 @@ func TestAppendJSONL(t *testing.T) {
 	require.Nil(t, rec.Value)
 	_, err = r.Next()
 	require.ErrorIs(t, err, io.EOF)
+
+	// A bad line that began in an earlier write: its end, sent again, is
+	// refused with the same error, and the next line goes in.
+	h = &appendHandle{n: &appendNode{ps: ps, jsonl: true}}
+	_, errno = h.Write(ctx, []byte(`{"value":"v3`), 0)
+	require.Zero(t, errno)
+	_, errno = h.Write(ctx, []byte(`", "bad"}`+"\n"), 0)
+	require.Equal(t, syscall.EINVAL, errno)
+	_, errno = h.Write(ctx, []byte(`", "bad"}`+"\n"), 0)
+	require.Equal(t, syscall.EINVAL, errno, "sent again")
+	_, errno = h.Write(ctx, []byte(`{"value":"v4"}`+"\n"), 0)
+	require.Zero(t, errno)
+	require.Zero(t, h.Release(ctx))
+	rec, err = r.Next()
+	require.NoError(t, err)
+	require.Equal(t, "v4", string(rec.Value))
 }
