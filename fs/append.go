@@ -81,12 +81,26 @@ func (n *appendNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 // EFBIG or EINVAL, and is dropped whole, including the part of it an
 // earlier write buffered; ENOSPC and EIO leave the handle as it was, so
 // the write can be retried.
+//
+// No byte of a refused line is ever appended, though the kernel may hand
+// its end to a later write: it splits a large write(2) into requests, and
+// when one after the first fails it reports the count of those before as
+// a short write, without the error, and the writer sends the rest again.
+// So once a line is refused, every write that holds more of it is refused
+// too, up to and including the one that holds its newline (dropping);
+// and when a refused write held the end of a line that began in an
+// earlier one, a write that begins with the same bytes is refused again
+// (refused), so that the writer sees the error even when the kernel hid
+// it, and a writer that sends them again on close (Python's buffered
+// files do) appends none of them.
 type appendHandle struct {
 	n *appendNode
 
 	mu       sync.Mutex
 	partial  []byte           // GUARDED_BY(mu): bytes after the last newline
-	dropping bool             // GUARDED_BY(mu): discarding the rest of an oversized line
+	dropping bool             // GUARDED_BY(mu): refusing the rest of an oversized line
+	refused  []byte           // GUARDED_BY(mu): the end of a refused line, through its newline
+	whyNot   error            // GUARDED_BY(mu): why that line was refused
 	recs     []storage.Record // GUARDED_BY(mu): scratch
 	ends     []int            // GUARDED_BY(mu): scratch
 }
@@ -152,28 +166,36 @@ func (h *appendHandle) tooLong(n int, maxMessage int64) bool {
 func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 	cfg := h.config()
 	maxMessage := cfg.MaxMessageBytes
-	skipped := 0
+	if h.refused != nil {
+		// The kernel may split the same bytes differently the second
+		// time: a first request shorter than them is refused too.
+		if bytes.HasPrefix(data, h.refused) || bytes.HasPrefix(h.refused, data) {
+			return 0, fmt.Errorf("%w: the end of a refused line, sent again", h.whyNot)
+		}
+		h.refused, h.whyNot = nil, nil
+	}
 	if h.dropping {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
-			return 0, fmt.Errorf("%w: the rest of a line over max.message.bytes (%d) is dropped", storage.ErrRecordTooLarge, maxMessage)
+			return 0, fmt.Errorf("%w: more of a line over max.message.bytes (%d)", storage.ErrRecordTooLarge, maxMessage)
 		}
 		h.dropping = false
-		skipped, data = i+1, data[i+1:]
+		h.refused, h.whyNot = bytes.Clone(data[:i+1]), storage.ErrRecordTooLarge
+		return 0, fmt.Errorf("%w: the end of a line over max.message.bytes (%d), and the write that holds it", storage.ErrRecordTooLarge, maxMessage)
 	}
 	last := bytes.LastIndexByte(data, '\n')
 	if last < 0 {
 		if n := len(h.partial) + len(data); h.tooLong(n, maxMessage) {
 			h.partial, h.dropping = nil, true
-			return skipped, fmt.Errorf("%w: a line of more than %d bytes, over max.message.bytes (%d)", storage.ErrRecordTooLarge, n, maxMessage)
+			return 0, fmt.Errorf("%w: a line of more than %d bytes, over max.message.bytes (%d)", storage.ErrRecordTooLarge, n, maxMessage)
 		}
 		h.partial = append(h.partial, data...)
-		return skipped + len(data), nil
+		return len(data), nil
 	}
 	complete, tail := data[:last+1], data[last+1:]
-	taken := skipped + len(data)
+	taken := len(data)
 	if h.tooLong(len(tail), maxMessage) {
-		tail, taken = nil, skipped+last+1
+		tail, taken = nil, last+1
 	}
 
 	// The first line is the buffered partial line and the start of data.
@@ -208,21 +230,24 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 	h.ends = ends[:0]
 	h.recs = recs[:0]
 	if err != nil {
-		if bad == 0 {
-			h.partial = h.partial[:0] // the bad line began in an earlier write: drop it all
+		if bad == 0 && len(h.partial) > 0 {
+			// The bad line began in an earlier write: drop it all, and
+			// refuse its end if it comes again.
+			h.partial = h.partial[:0]
+			h.refused, h.whyNot = bytes.Clone(data[:first+1]), err
 		}
-		return skipped, err
+		return 0, err
 	}
 	done, err := h.n.ps.appendRecords(ctx, recs)
 	if err != nil {
-		return skipped, err
+		return 0, err
 	}
 	if done < len(recs) {
 		// A cluster appended the first lines and failed a later batch:
 		// the write is short, and the writer sends the rest again.
 		h.partial = h.partial[:0]
 		h.n.ps.invalidate()
-		return skipped + ends[done-1], nil
+		return ends[done-1], nil
 	}
 	h.partial = append(h.partial[:0], tail...)
 	// The record files are other inodes than this one: invalidating them

@@ -169,8 +169,9 @@ func TestAppendTooLarge(t *testing.T) {
 	require.Empty(t, values(t, p))
 
 	// A partial line that grows over the limit fails, with what an earlier
-	// write buffered of it, and the rest of the line is refused up to its
-	// newline.
+	// write buffered of it, and the rest of the line is refused up to and
+	// including the write that holds its newline: the writer is told of
+	// every write it is not taken from, never left to think a line went in.
 	n, errno := h.Write(ctx, []byte("a\n"+big[:600]), 0)
 	require.Zero(t, errno)
 	require.Equal(t, uint32(602), n)
@@ -178,23 +179,44 @@ func TestAppendTooLarge(t *testing.T) {
 	require.Equal(t, syscall.EFBIG, errno)
 	_, errno = h.Write(ctx, []byte("more"), 0)
 	require.Equal(t, syscall.EFBIG, errno)
-	n, errno = h.Write(ctx, []byte("end of it\nb\n"), 0)
+	_, errno = h.Write(ctx, []byte("end of it\nlost\n"), 0)
+	require.Equal(t, syscall.EFBIG, errno)
+	n, errno = h.Write(ctx, []byte("b\n"), 0)
 	require.Zero(t, errno)
-	require.Equal(t, uint32(12), n)
-	require.Zero(t, h.Release(ctx))
+	require.Equal(t, uint32(2), n)
 	require.Equal(t, []string{"a", "b"}, values(t, p))
+
+	// A line that began in an earlier write and ends over the limit: its
+	// end is refused, and refused again when the writer sends it again (as
+	// after the short count the kernel makes of a later request's error).
+	n, errno = h.Write(ctx, []byte(big[:600]), 0)
+	require.Zero(t, errno)
+	require.Equal(t, uint32(600), n)
+	_, errno = h.Write(ctx, []byte(big[:500]+"\nc\n"), 0)
+	require.Equal(t, syscall.EFBIG, errno)
+	_, errno = h.Write(ctx, []byte(big[:500]+"\nc\n"), 0)
+	require.Equal(t, syscall.EFBIG, errno, "the end of the line, sent again")
+	_, errno = h.Write(ctx, []byte(big[:500]+"\nc\n"), 0)
+	require.Equal(t, syscall.EFBIG, errno, "and again")
+	_, errno = h.Write(ctx, []byte(big[:300]), 0)
+	require.Equal(t, syscall.EFBIG, errno, "a first request shorter than the end sent again")
+	n, errno = h.Write(ctx, []byte("c\n"), 0)
+	require.Zero(t, errno)
+	require.Equal(t, uint32(2), n)
+	require.Zero(t, h.Release(ctx))
+	require.Equal(t, []string{"a", "b", "c"}, values(t, p))
 
 	// Complete lines then an oversized tail: the lines go in, the write is
 	// short, and the rest fails on its own.
 	h = &appendHandle{n: &appendNode{ps: ps}}
-	data := "c\n" + big
+	data := "d\n" + big
 	n, errno = h.Write(ctx, []byte(data), 0)
 	require.Zero(t, errno)
 	require.Equal(t, uint32(2), n)
 	_, errno = h.Write(ctx, []byte(data[n:]), 0)
 	require.Equal(t, syscall.EFBIG, errno)
 	require.Zero(t, h.Release(ctx))
-	require.Equal(t, []string{"a", "b", "c"}, values(t, p))
+	require.Equal(t, []string{"a", "b", "c", "d"}, values(t, p))
 }
 
 func TestAppendJSONL(t *testing.T) {
@@ -226,4 +248,20 @@ func TestAppendJSONL(t *testing.T) {
 	require.Nil(t, rec.Value)
 	_, err = r.Next()
 	require.ErrorIs(t, err, io.EOF)
+
+	// A bad line that began in an earlier write: its end, sent again, is
+	// refused with the same error, and the next line goes in.
+	h = &appendHandle{n: &appendNode{ps: ps, jsonl: true}}
+	_, errno = h.Write(ctx, []byte(`{"value":"v3`), 0)
+	require.Zero(t, errno)
+	_, errno = h.Write(ctx, []byte(`", "bad"}`+"\n"), 0)
+	require.Equal(t, syscall.EINVAL, errno)
+	_, errno = h.Write(ctx, []byte(`", "bad"}`+"\n"), 0)
+	require.Equal(t, syscall.EINVAL, errno, "sent again")
+	_, errno = h.Write(ctx, []byte(`{"value":"v4"}`+"\n"), 0)
+	require.Zero(t, errno)
+	require.Zero(t, h.Release(ctx))
+	rec, err = r.Next()
+	require.NoError(t, err)
+	require.Equal(t, "v4", string(rec.Value))
 }

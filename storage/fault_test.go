@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -394,5 +395,37 @@ func TestFailedAppendIsNeverSeen(t *testing.T) {
 	require.Len(t, got, 2000)
 	for i, v := range got {
 		require.True(t, ok[v], "record %d, %q, is of a failed append", i, v)
+	}
+}
+
+// TestFailedViewIndexWriteLeavesNoTmp fails each operation of a clean
+// close in turn, after reads built a view index: whatever fails, no
+// half-written view-index copy stays to take room on a full disk, and the
+// next open renders the same bytes.
+func TestFailedViewIndexWriteLeavesNoTmp(t *testing.T) {
+	for k := 0; k < 40; k++ {
+		fs := crashfs.New(vfs.Default)
+		dir := t.TempDir()
+		l, err := Open(dir, Options{FS: fs, Logger: testLogger(t), RetentionCheckInterval: -1})
+		require.NoError(t, err)
+		top, err := l.CreateTopic("t", 1, small("segment.bytes=100000"))
+		require.NoError(t, err)
+		p, _ := top.Partition(0)
+		for i := 0; i < 50; i++ {
+			_, err := p.Append(values(3, strings.Repeat("z", i)))
+			require.NoError(t, err)
+		}
+		want := renderAll(t, p, Values, 0)
+		fs.FailAfter(fs.Ops()+k, fmt.Errorf("%w: %w", crashfs.ErrInjected, syscall.ENOSPC))
+		if err := l.Close(); err != nil {
+			require.ErrorIs(t, err, syscall.ENOSPC, "k=%d", k)
+		}
+		tmps, err := filepath.Glob(filepath.Join(dir, "t-0", "*.tmp"))
+		require.NoError(t, err)
+		require.Empty(t, tmps, "k=%d", k)
+		l = openLog(t, dir, Options{})
+		p, err = l.Partition("t", 0)
+		require.NoError(t, err)
+		require.Equal(t, want, renderAll(t, p, Values, 0), "k=%d", k)
 	}
 }

@@ -582,10 +582,13 @@ func writeViewIndex(s *segment, v *viewIndex) error {
 		return err
 	}
 	_, err = f.WriteAt(buf, 0)
-	if err = errors.Join(err, f.Close()); err != nil {
-		return err
+	if err = errors.Join(err, f.Close()); err == nil {
+		err = s.fs.Rename(tmp, s.viewIndexPath())
 	}
-	if err := s.fs.Rename(tmp, s.viewIndexPath()); err != nil {
+	if err != nil {
+		// On a full disk the blocks a torn copy took are better free; the
+		// next open would remove it anyway.
+		_ = s.fs.Remove(tmp)
 		return err
 	}
 	v.mu.Lock()
