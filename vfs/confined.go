@@ -119,11 +119,12 @@ func retry(f func() error) error {
 	}
 }
 
-// openRoot opens root, following links to it (see Confined).
+// openRoot opens root, following links to it (see Confined), as a path
+// only: like a path walk, it needs search permission, not read.
 func (c *confined) openRoot() (int, error) {
 	var fd int
 	err := retry(func() (err error) {
-		fd, err = unix.Open(c.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err = unix.Open(c.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		return err
 	})
 	return fd, err
@@ -185,7 +186,7 @@ func openBelowOnce(dirfd int, rel string, flags int, perm uint32) (int, error) {
 	parts := splitRel(rel)
 	fd := dirfd
 	for i, p := range parts {
-		f := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		f := unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 		var m uint32
 		if i == len(parts)-1 {
 			f, m = flags, perm
@@ -235,7 +236,7 @@ func (c *confined) parent(rel string) (int, string, error) {
 	if dir = filepath.Clean(dir); dir == "." {
 		return rootfd, base, nil
 	}
-	fd, err := openBelow(rootfd, dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, err := openBelow(rootfd, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
 	unix.Close(rootfd)
 	return fd, base, err
 }
@@ -447,7 +448,7 @@ func (c *confined) MkdirAll(dir string, perm os.FileMode) error {
 		}
 		var next int
 		err = retry(func() (err error) {
-			next, err = unix.Openat(fd, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			next, err = unix.Openat(fd, p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			return err
 		})
 		if err == unix.ENOTDIR && linkOnTheWay(fd, p) {
