@@ -26,6 +26,13 @@ var ErrNotRegular = errors.New("not a regular file (a FIFO, socket or device), w
 // someone else owns.
 var ErrHardLink = errors.New("a file with other hard links, which logfs never writes in a data directory")
 
+// IsPlanted reports whether err is Confined's refusal of a link, FIFO,
+// socket, device or hard-linked file: an entry someone planted, which
+// callers treat as absent.
+func IsPlanted(err error) bool {
+	return errors.Is(err, ErrSymlink) || errors.Is(err, ErrNotRegular) || errors.Is(err, ErrHardLink)
+}
+
 // Confined returns the operating system's file system, confined to the
 // folder root: below root, nothing is ever followed out of it.
 //
