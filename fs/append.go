@@ -98,6 +98,7 @@ type appendHandle struct {
 
 	mu       sync.Mutex
 	partial  []byte           // GUARDED_BY(mu): bytes after the last newline
+	held     int64            // GUARDED_BY(mu): len(partial) as counted in logFS.partial
 	dropping bool             // GUARDED_BY(mu): refusing the rest of an oversized line
 	refused  []byte           // GUARDED_BY(mu): the end of a refused line, through its newline
 	whyNot   error            // GUARDED_BY(mu): why that line was refused
@@ -187,7 +188,11 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 	if last < 0 {
 		if n := len(h.partial) + len(data); h.tooLong(n, maxMessage) {
 			h.partial, h.dropping = nil, true
+			h.hold(0)
 			return 0, fmt.Errorf("%w: a line of more than %d bytes, over max.message.bytes (%d)", storage.ErrRecordTooLarge, n, maxMessage)
+		}
+		if err := h.hold(len(h.partial) + len(data)); err != nil {
+			return 0, err
 		}
 		h.partial = append(h.partial, data...)
 		return len(data), nil
@@ -195,6 +200,10 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 	complete, tail := data[:last+1], data[last+1:]
 	taken := len(data)
 	if h.tooLong(len(tail), maxMessage) {
+		tail, taken = nil, last+1
+	}
+	if len(tail) > len(h.partial) && h.hold(len(tail)) != nil {
+		// No room to keep the tail: the kernel hands it to the next write.
 		tail, taken = nil, last+1
 	}
 
@@ -233,7 +242,7 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 		if bad == 0 && len(h.partial) > 0 {
 			// The bad line began in an earlier write: drop it all, and
 			// refuse its end if it comes again.
-			h.partial = h.partial[:0]
+			h.clearPartial()
 			h.refused, h.whyNot = bytes.Clone(data[:first+1]), err
 		}
 		return 0, err
@@ -245,11 +254,16 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 	if done < len(recs) {
 		// A cluster appended the first lines and failed a later batch:
 		// the write is short, and the writer sends the rest again.
-		h.partial = h.partial[:0]
+		h.clearPartial()
 		h.n.ps.invalidate()
 		return ends[done-1], nil
 	}
-	h.partial = append(h.partial[:0], tail...)
+	if len(tail) == 0 {
+		h.clearPartial()
+	} else {
+		h.partial = append(h.partial[:0], tail...)
+		h.hold(len(tail))
+	}
 	// The record files are other inodes than this one: invalidating them
 	// here is safe, and makes the records visible to a read that follows
 	// this write(2).
@@ -282,6 +296,8 @@ func (h *appendHandle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.partial) == 0 || h.dropping {
+		h.partial = nil
+		h.hold(0)
 		return 0
 	}
 	r, skip, err := h.record(h.partial, h.config())
@@ -291,9 +307,48 @@ func (h *appendHandle) Release(ctx context.Context) syscall.Errno {
 		}
 	}
 	h.partial = nil
+	h.hold(0)
 	if err != nil {
 		// Nobody is left to tell: log it.
 		h.n.ps.f.errno(err, "release (appending the last, unterminated line)", h.n.name())
 	}
 	return 0
+}
+
+// PartialBudget bounds the bytes of unfinished lines (written without
+// their newline yet) that all the append files of a mount hold together,
+// whoever opened them: each handle holds at most one line of
+// max.message.bytes (six times that for append.jsonl), and past this
+// total a write that would buffer more fails with ENOBUFS, leaving the
+// handle as it was, so that it can be tried again once others finish
+// their lines or close. Lines that end in the write are not counted: they
+// are appended at once.
+var PartialBudget int64 = 64 << 20
+
+// hold counts n bytes, the new length of partial, against PartialBudget
+// in place of what the handle held before, or fails with ENOBUFS and
+// changes nothing when that would go over it. Shrinking never fails.
+func (h *appendHandle) hold(n int) error {
+	f := h.n.ps.f
+	d := int64(n) - h.held
+	if d > 0 {
+		if total := f.partial.Add(d); total > PartialBudget {
+			f.partial.Add(-d)
+			return fmt.Errorf("%w: the unfinished lines of open append files already hold %d bytes, the most a mount keeps (%d); end lines with a newline or close files", syscall.ENOBUFS, total-d, PartialBudget)
+		}
+	} else if d < 0 {
+		f.partial.Add(d)
+	}
+	h.held = int64(n)
+	return nil
+}
+
+// clearPartial empties partial, giving back a large buffer's memory.
+func (h *appendHandle) clearPartial() {
+	if cap(h.partial) > 64<<10 {
+		h.partial = nil
+	} else {
+		h.partial = h.partial[:0]
+	}
+	h.hold(0)
 }

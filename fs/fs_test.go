@@ -265,3 +265,45 @@ func TestAppendJSONL(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "v4", string(rec.Value))
 }
+
+// TestAppendPartialBudget: unfinished lines of all handles together stay
+// under PartialBudget; past it a write fails with ENOBUFS and changes
+// nothing, and room comes back as lines end or handles close (issue 14,
+// point 4).
+func TestAppendPartialBudget(t *testing.T) {
+	was := PartialBudget
+	PartialBudget = 2500
+	defer func() { PartialBudget = was }()
+	p, ps := newTestPartition(t, storage.Overrides{"max.message.bytes": 2000})
+	ctx := context.Background()
+	line := strings.Repeat("x", 1000)
+	h1 := &appendHandle{n: &appendNode{ps: ps}}
+	h2 := &appendHandle{n: &appendNode{ps: ps}}
+	h3 := &appendHandle{n: &appendNode{ps: ps}}
+	for _, h := range []*appendHandle{h1, h2} {
+		n, errno := h.Write(ctx, []byte(line), 0)
+		require.Zero(t, errno)
+		require.Equal(t, uint32(1000), n)
+	}
+	_, errno := h3.Write(ctx, []byte(line), 0)
+	require.Equal(t, syscall.ENOBUFS, errno, "a third unfinished line goes over the total")
+	require.Equal(t, int64(2000), ps.f.partial.Load())
+
+	// A complete line needs no room; a tail that finds none is left to
+	// the next write (a short count).
+	n, errno := h3.Write(ctx, []byte("whole\n"+line), 0)
+	require.Zero(t, errno)
+	require.Equal(t, uint32(6), n)
+
+	// h1's line ends: its room comes back.
+	_, errno = h1.Write(ctx, []byte("\n"), 0)
+	require.Zero(t, errno)
+	require.Equal(t, int64(1000), ps.f.partial.Load())
+	n, errno = h3.Write(ctx, []byte(line), 0)
+	require.Zero(t, errno)
+	require.Equal(t, uint32(1000), n)
+	require.Zero(t, h2.Release(ctx))
+	require.Zero(t, h3.Release(ctx))
+	require.Zero(t, ps.f.partial.Load(), "closed handles hold nothing")
+	require.Equal(t, []string{"whole", line, line, line}, values(t, p))
+}

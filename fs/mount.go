@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -461,6 +462,8 @@ type logFS struct {
 	times  map[uint64]*timeNode   // GUARDED_BY(mu): time/T files not resolved at lookup, see timefile.go
 	names  *nodeCache
 	closed bool // GUARDED_BY(mu)
+
+	partial atomic.Int64 // bytes of unfinished lines append handles hold, see PartialBudget
 }
 
 type partKey struct {

@@ -190,14 +190,14 @@ func existingIndexes(fs vfs.FS, dir string, base record.Offset, size record.Posi
 	timePath := layout.SegmentPath(dir, base, layout.TimeIndexSuffix)
 	offData, err := vfs.ReadFile(fs, offPath)
 	if err != nil {
-		if isNotExist(err) {
+		if isNotExist(err) || vfs.IsPlanted(err) { // a planted link: rebuilt in its place
 			return nil, nil
 		}
 		return nil, err
 	}
 	timeData, err := vfs.ReadFile(fs, timePath)
 	if err != nil {
-		if isNotExist(err) {
+		if isNotExist(err) || vfs.IsPlanted(err) {
 			return nil, nil
 		}
 		return nil, err

@@ -21,8 +21,10 @@ import (
 // Options configure a Log. The zero value opens a writable log on the
 // operating system's file system with Kafka's defaults.
 type Options struct {
-	// FS is the file system for log and checkpoint files; nil means
-	// vfs.Default.
+	// FS is the file system for log and checkpoint files; nil means the
+	// operating system's, confined to the data directory (vfs.Confined): a
+	// link, FIFO or device planted in it is never followed or opened, and
+	// is reported once to Logger (see plantedReporter).
 	FS vfs.FS
 	// ReadOnly opens without changing a byte: no recovery writes, no lock
 	// file, no appends. Use it to look inside a Kafka broker's data.
@@ -118,14 +120,14 @@ func Open(dir string, o Options) (*Log, error) {
 	if o.Follow && !o.ReadOnly {
 		return nil, fmt.Errorf("%w: following a broker's data directory needs a read-only log", ErrInvalidConfig)
 	}
-	if o.FS == nil {
-		o.FS = vfs.Default
-	}
-	base := o.FS
-	o.FS = modesFS{o.FS} // see modes.go
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.FS == nil {
+		o.FS = vfs.Confined(dir, plantedReporter(o.Logger))
+	}
+	base := o.FS
+	o.FS = modesFS{o.FS} // see modes.go
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -285,6 +287,27 @@ func (l *Log) open() error {
 		return l.Sync()
 	}
 	return nil
+}
+
+// plantedReporter reports, once each, the links, FIFOs, sockets, devices
+// and hard-linked files that vfs.Confined met in the data directory and
+// left alone. What logfs does about each:
+//
+//   - One it only reads (a segment's .log, a checkpoint, a topic's
+//     settings, meta.properties, a partition folder) is treated as absent:
+//     not served, not followed, not removed.
+//   - One where logfs writes a file from scratch (an index it rebuilds, a
+//     new segment, a checkpoint or settings file it replaces) is replaced
+//     by the new file: the entry itself is unlinked first or renamed over,
+//     its target is never opened.
+//   - One logfs must write in place (the .lock file, a segment being
+//     appended to that was swapped for a link) makes that write fail with
+//     an error naming it.
+func plantedReporter(logger *slog.Logger) func(path string, err error) {
+	return func(path string, err error) {
+		logger.Warn("left alone in the data directory: logfs never follows a link nor opens a FIFO, socket or device there, and never writes a file with other hard links; remove it if it is not yours",
+			"path", path, "err", err)
+	}
 }
 
 // mkdirDurable creates dir and its missing parents, owner-only (see

@@ -216,12 +216,13 @@ func openSegment(fs vfs.FS, dir string, base record.Offset, logSize record.Posit
 		s.timeIdx, err = index.OpenTimeIndex(s.timeIndexPath(), base, opts)
 	}
 	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
+		if !errors.Is(err, os.ErrNotExist) && !vfs.IsPlanted(err) {
 			s.closeFiles()
 			return nil, err
 		}
-		// A missing index: recovery rebuilds it on a writable log; a
-		// read-only log indexes in memory on first use.
+		// A missing index (or a link planted in its place): recovery
+		// rebuilds it on a writable log; a read-only log indexes in
+		// memory on first use.
 		s.closeIndexes()
 		s.fallback = &memIndex{}
 		s.logger.Warn("segment index missing; indexing in memory on first read", "segment", s.logPath())

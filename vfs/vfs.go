@@ -105,6 +105,11 @@ func (osFS) Lock(name string) (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return lockOpened(f, name)
+}
+
+// lockOpened locks the open directory or file f, named name, or closes it.
+func lockOpened(f *os.File, name string) (io.Closer, error) {
 	locked := func(err error) error {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {

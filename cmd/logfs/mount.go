@@ -237,7 +237,7 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	// then its progress is worth seeing. Afterwards, Info and up.
 	var level slog.LevelVar
 	level.Set(slog.LevelWarn)
-	if st, err := os.Stat(m.dir); err == nil && st.IsDir() && !recovery.HasCleanShutdownMarker(vfs.Default, m.dir) {
+	if st, err := os.Stat(m.dir); err == nil && st.IsDir() && !recovery.HasCleanShutdownMarker(vfs.Confined(m.dir, nil), m.dir) {
 		level.Set(slog.LevelInfo)
 	}
 	if m.debug {
