@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/storage"
 )
 
@@ -82,17 +80,8 @@ func checkLog(w io.Writer, l *storage.Log, repaired bool) int {
 			partitions++
 			bytes += p.Size()
 			r := p.Recovery()
-			if r.CutBytes > 0 || len(r.Dropped) > 0 {
-				cut, drop := "would cut", "drop"
-				if repaired {
-					cut, drop = "cut", "dropped"
-				}
-				msg := fmt.Sprintf("%s: recovery %s %d invalid bytes", layout.PartitionDirName(name, p.ID()), cut, r.CutBytes)
-				if len(r.Dropped) > 0 {
-					n := len(r.Dropped)
-					msg += fmt.Sprintf(" and %s %d later segment%s (base offset%s %s)", drop, n, plural(n), plural(n), offsets(r.Dropped))
-				}
-				fmt.Fprintln(w, msg)
+			for _, line := range r.Lines {
+				fmt.Fprintln(w, line)
 				if !repaired {
 					problems++
 				}
@@ -112,14 +101,6 @@ func checkLog(w io.Writer, l *storage.Log, repaired bool) int {
 		fmt.Fprintf(w, "%s: %d topic%s, %d partition%s, %d bytes of log: OK\n", l.Dir(), len(l.Topics()), plural(len(l.Topics())), partitions, plural(partitions), bytes)
 	}
 	return problems
-}
-
-func offsets[T ~int64](s []T) string {
-	parts := make([]string, len(s))
-	for i, v := range s {
-		parts[i] = fmt.Sprint(int64(v))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // unjoin splits errors.Join trees into their leaves.
