@@ -168,12 +168,12 @@ func (r *Reader) nextBatch() (*record.Batch, error) {
 			r.err = record.WithFile(record.BeyondSegment(r.lastPos, r.ended-1, next.base), r.seg.logPath())
 			return nil, r.err
 		}
-		if want := max(r.next, r.ended); want < next.base && r.p.gapless() {
-			r.err = r.p.holeErr(want, next.base, next.logPath(), 0)
-			return nil, r.err
-		}
 		if next.seq != r.seg.seq+1 {
 			r.err = fmt.Errorf("%s after offset %d: %w", r.p, r.ended-1, ErrDeleted)
+			return nil, r.err
+		}
+		if want := max(r.next, r.ended); want < next.base && r.p.gapless() {
+			r.err = r.p.holeErr(want, next.base, next.logPath(), 0)
 			return nil, r.err
 		}
 		if !next.acquire() {
