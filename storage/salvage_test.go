@@ -332,6 +332,8 @@ func TestEmptiedMiddleLog(t *testing.T) {
 			_, err = readFrom(t, p, bases[6]+3)
 		}
 		require.ErrorIs(t, err, ErrHole, "%s: a read inside the hole", open)
+		_, err = p.NewView(Values, bases[6]+3)
+		require.ErrorIs(t, err, ErrHole, "%s: a record file from inside the hole does not start later", open)
 		require.ErrorContains(t, l.Check(), "hole", open)
 		require.Equal(t, record.Offset(600), p.EndOffset(), open)
 		require.NoError(t, l.Close())
