@@ -267,7 +267,7 @@ func (c *Cluster) openCopy() error {
 	if c.s.isolation == ReadUncommitted {
 		iso = storage.ReadUncommitted
 	}
-	l, err := storage.Open(dir, storage.Options{Logger: c.logger, Defaults: copyDefaults(c.opts.CopySegmentBytes), RetentionCheckInterval: -1, Isolation: iso})
+	l, err := storage.Open(dir, storage.Options{Gaps: true, Logger: c.logger, Defaults: copyDefaults(c.opts.CopySegmentBytes), RetentionCheckInterval: -1, Isolation: iso})
 	if err != nil {
 		return fmt.Errorf("open the copy %s: %w", dir, err)
 	}

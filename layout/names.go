@@ -43,6 +43,15 @@ const (
 	DeletedSuffix  = ".deleted"
 	CleanedSuffix  = ".cleaned"
 	SwapSuffix     = ".swap"
+	// StraySuffix is added to a .log that recovery set aside whole: a
+	// stray or misnamed file, or a segment that cannot follow the log
+	// (see package recovery). logfs never deletes one.
+	StraySuffix = ".stray"
+	// CutInfix names the file beside a segment that keeps the bytes
+	// recovery cut out of it: "<base>.log.cut-FROM-TO", FROM and TO the
+	// byte positions in the .log as it was (see CutFileName). logfs never
+	// deletes one.
+	CutInfix = ".cut-"
 	// TopicConfigSuffix names a topic's settings file at the top of the
 	// data directory: DATA/<topic>.props. Kafka keeps topic settings
 	// elsewhere (ZooKeeper or KRaft) and ignores plain files there. It is
@@ -85,6 +94,12 @@ const MaxNameLength = 255
 // nothing else in logfs formats or parses these names.
 func SegmentFileName(base record.Offset, suffix string) string {
 	return fmt.Sprintf("%020d%s", int64(base), suffix)
+}
+
+// CutFileName names the file that keeps bytes [from, to) cut out of the
+// .log of the segment at base: "00000000000000000500.log.cut-4096-8192".
+func CutFileName(base record.Offset, from, to record.Position) string {
+	return fmt.Sprintf("%s%s%d-%d", SegmentFileName(base, LogSuffix), CutInfix, int64(from), int64(to))
 }
 
 // ParseSegmentFileName splits a segment file name into its base offset and

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -64,6 +66,9 @@ type corruptWant struct {
 	keptFiles []string
 	// custom replaces the read-back check for damage that moves records.
 	custom func(t *testing.T, b *built, p *storage.Partition)
+	// hole says the damage leaves offsets missing, which Check reports in
+	// a partition logfs wrote (it never compacts).
+	hole bool
 }
 
 type corruptCase struct {
@@ -185,16 +190,24 @@ func corruptionCases(ref *built) map[string]corruptCase {
 			lb := b.lastBatch(b.last())
 			raised := lb.base ^ 4
 			w.end = raised + 1
+			w.hole = true
 			w.custom = func(t *testing.T, b *built, p *storage.Partition) {
-				// The CRC does not cover the base offset and Kafka allows
-				// gaps: the record moves to the raised offset.
+				// The CRC does not cover the base offset. Kafka allows
+				// gaps, but this partition is logfs's own (no
+				// meta.properties): the gap is a hole, and the read that
+				// reaches it fails rather than skip it.
 				r, err := p.NewReader(lb.base - 1)
 				require.NoError(t, err)
 				defer r.Close()
 				rec, err := r.Next()
 				require.NoError(t, err)
 				require.Equal(t, lb.base-1, rec.Offset)
-				rec, err = r.Next()
+				_, err = r.Next()
+				require.ErrorIs(t, err, storage.ErrHole)
+				r2, err := p.NewReader(raised)
+				require.NoError(t, err)
+				defer r2.Close()
+				rec, err = r2.Next()
 				require.NoError(t, err)
 				require.Equal(t, raised, rec.Offset)
 				require.Equal(t, value(lb.base), string(rec.Value))
@@ -210,8 +223,12 @@ func corruptionCases(ref *built) map[string]corruptCase {
 		},
 		want: cutLast,
 	}
+	// With no recovery point nothing is known durable: damage in the
+	// active segment is a torn tail, cut with what follows. (Below a
+	// recovery point the bad batch alone is cut out: storage's
+	// salvage tests.)
 	cases["middle batch of the last segment: flipped crc bit"] = corruptCase{
-		shutdown: unclean,
+		shutdown: scanAll,
 		damage: func(t *testing.T, b *built) {
 			bt := b.segs[b.last()].batches[1]
 			flip(t, b.path(b.last(), layout.LogSuffix), int64(bt.pos)+20, 0x01)
@@ -702,8 +719,20 @@ func checkCorruptionOutcome(t *testing.T, b *built, sd shutdown, w corruptWant, 
 	}
 	require.Equal(t, rebuilt, pr.Rebuilt, "indexes rebuilt at load")
 	roPr := roRep.Partitions[0]
-	require.Equal(t, pr.Cuts, roPr.Cuts, "read-only reports the same cut")
-	require.Equal(t, pr.Dropped, roPr.Dropped, "read-only reports the same drops")
+	cuts := slices.Clone(pr.Cuts)
+	for i := range cuts {
+		if cuts[i].Aside != "" {
+			require.FileExists(t, cuts[i].Aside, "the cut bytes are kept aside")
+		}
+		cuts[i].Aside = "" // a read-only load keeps nothing aside
+	}
+	require.Equal(t, cuts, roPr.Cuts, "read-only reports the same cut")
+	drops := slices.Clone(pr.Dropped)
+	for i := range drops {
+		require.FileExists(t, drops[i].AsideAs, "a segment set aside is kept")
+		drops[i].AsideAs = "" // a read-only load renames nothing
+	}
+	require.Equal(t, drops, roPr.Dropped, "read-only reports the same segments set aside")
 	require.Equal(t, pr.Removed, roPr.Removed, "read-only reports the same removals")
 
 	p, err = l.Partition("t", 0)
@@ -711,7 +740,9 @@ func checkCorruptionOutcome(t *testing.T, b *built, sd shutdown, w corruptWant, 
 	require.Equal(t, w.end, p.EndOffset(), "log end")
 	require.Equal(t, w.start, p.StartOffset(), "log start")
 	checkReadBack(t, b, p, w)
-	if w.badAt == 0 && w.badOffset == 0 {
+	if w.hole {
+		require.ErrorContains(t, l.Check(), "hole", "Check reports the hole")
+	} else if w.badAt == 0 && w.badOffset == 0 {
 		require.NoError(t, l.Check())
 		for _, f := range w.sameFiles {
 			require.Equal(t, orig[f], readFile(t, f), "%s rebuilt byte for byte", filepath.Base(f))
@@ -744,25 +775,46 @@ func checkCorruptionOutcome(t *testing.T, b *built, sd shutdown, w corruptWant, 
 	if w.badAt == 0 && w.badOffset == 0 {
 		return
 	}
-	// `logfs check --repair`: a forced recovery cuts at the corruption and
-	// drops what follows.
+	// `logfs check --repair`: a forced recovery cuts the bad batch out,
+	// keeps its bytes aside and keeps every other batch and segment; the
+	// offsets of the batch are a hole, which reads and Check report.
 	l, err = storage.Open(b.data, storage.Options{Logger: testLogger(), RetentionCheckInterval: -1, ForceRecovery: true})
 	require.NoError(t, err)
 	pr = l.RecoveryReport().Partitions[0]
 	require.Len(t, pr.Cuts, 1)
 	require.Equal(t, base(w.badSeg), pr.Cuts[0].Base)
 	require.Equal(t, w.badAt, pr.Cuts[0].At)
-	for _, d := range pr.Dropped {
-		require.Greater(t, d.Base, base(w.badSeg))
-	}
-	require.Len(t, pr.Dropped, b.last()-w.badSeg)
+	require.FileExists(t, pr.Cuts[0].Aside, "the bad batch is kept aside")
+	require.Empty(t, pr.Dropped, "no segment is dropped")
 	p, err = l.Partition("t", 0)
 	require.NoError(t, err)
-	require.Equal(t, w.badOffset, p.EndOffset())
+	require.Equal(t, w.end, p.EndOffset())
 	offs, err := readRecords(t, p)
-	require.NoError(t, err)
-	requireContiguous(t, offs, 0, w.badOffset)
-	require.NoError(t, l.Check())
+	if len(pr.Holes) == 0 {
+		// Garbage at the end of the active segment: cut off, nothing lost.
+		require.NoError(t, err)
+		requireContiguous(t, offs, 0, w.end)
+		require.NoError(t, l.Check())
+	} else {
+		require.Len(t, pr.Holes, 1)
+		require.Equal(t, w.badOffset, pr.Holes[0].From)
+		require.ErrorIs(t, err, storage.ErrHole)
+		requireContiguous(t, offs, 0, w.badOffset)
+		r, err := p.NewReader(pr.Holes[0].To)
+		require.NoError(t, err)
+		n := 0
+		for ; ; n++ {
+			rec, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			require.NoError(t, err)
+			require.Equal(t, pr.Holes[0].To+record.Offset(n), rec.Offset)
+		}
+		require.NoError(t, r.Close())
+		require.Equal(t, int(w.end-pr.Holes[0].To), n, "every record after the hole")
+		require.ErrorContains(t, l.Check(), "hole")
+	}
 	appendN(t, p, 1)
 	require.NoError(t, l.Close())
 }

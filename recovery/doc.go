@@ -7,9 +7,11 @@
 // # Durability promise
 //
 // A record whose append was followed by a completed Sync (or Close) is
-// present after any crash, with its exact bytes. Nothing after a hole is
-// visible: the records of a partition are exactly the offsets [log start,
-// log end). Offsets continue without gaps: the next append gets the log
+// present after any crash, with its exact bytes. After a crash the records
+// of a partition are exactly the offsets [log start, log end): what a crash
+// tore is cut with what follows it. Damage to durable data loses only the
+// batches it hit: the rest is kept, and in a gapless partition the lost
+// offsets are a hole that reads and Check report. Offsets continue without gaps: the next append gets the log
 // end offset. A crash while recovering is recovered from like any other.
 //
 // # Clean shutdown
@@ -38,22 +40,39 @@
 //  2. Every segment from the one holding the recovery point to the end is
 //     scanned (RecoverSegment): each batch's size, magic, CRC-32C and
 //     offsets (at or above the segment's base, above the previous batch's
-//     last offset, within a relative offset of the base) are checked; the
-//     .log is cut at the first invalid byte and the cut fsynced; every
-//     later segment is dropped first; both indexes are rebuilt with Kafka's
-//     rules (an entry when more than index.interval.bytes lie since the
-//     last, keyed by the batch's last offset at its start) and the time
-//     index ends with the segment's max timestamp, unless the files there
-//     keep the rule of index.Verifier against every batch and nothing was
-//     cut: then they are kept as they are (a read-only load uses them). Index files are written
-//     as *.tmp and renamed into place. Scans run up to four segments ahead
-//     of the decisions, which are taken in order.
-//  3. A gap between two scanned segments is a hole when any offset in it
-//     lies above both the recovery point and the log start (a crash lost
-//     the end of a segment, or a whole segment, whose successor survived):
-//     the later segments are dropped. Offsets below the recovery point were
-//     durable, so a gap there is Kafka's compaction (in flushed segments)
-//     and is kept; offsets below the log start were deleted by retention.
+//     last offset, within a relative offset of the base) are checked. The
+//     scan salvages: after invalid bytes it looks for the next position
+//     where a batch passes those checks and may follow the last valid one
+//     (record.Resync) and goes on from there, listing each bad range
+//     (SegmentResult.Bad). After a clean shutdown, a segment that starts
+//     past the recorded end (a copy, a stray file) makes the load scan from
+//     the segment holding that end.
+//  3. The decisions, in order (LoadPartition; never a deletion of a batch
+//     that passes its checks):
+//     - a segment whose first intact batch contradicts its name (below the
+//     name; in a gapless partition, PartitionOptions.Gapless, anything but
+//     the name) or whose base is below where the segment before ends is
+//     set aside: renamed NAME.log.stray, its indexes removed;
+//     - a loss (a bad range, or missing offsets between two segments)
+//     whose first offset lies at or above both the recovery point and the
+//     log start was never durable: a crash tore the tail. The segment is
+//     cut there, and every later segment is set aside;
+//     - a bad range below that is damage: it is cut out and the rest kept.
+//     A gap between segments there is Kafka's compaction, or in a gapless
+//     partition a hole (PartitionReport.Holes).
+//     The bytes of every range cut are first copied to
+//     layout.CutFileName ("NAME.log.cut-FROM-TO", not when all zero) and
+//     the folder fsynced; a range at the end is then cut off (truncate,
+//     fsync), ranges inside by writing the rest to NAME.log.tmp, fsync,
+//     rename, fsync dir. Both indexes are rebuilt with Kafka's rules (an
+//     entry when more than index.interval.bytes lie since the last, keyed
+//     by the batch's last offset at its start) and the time index ends
+//     with the segment's max timestamp, unless the files there keep the
+//     rule of index.Verifier against every batch and nothing was cut: then
+//     they are kept as they are (a read-only load uses them). Index files
+//     are written as *.tmp and renamed into place. Scans run up to four
+//     segments ahead of the decisions, which are taken in order. logfs
+//     never deletes a .cut-* or .stray file.
 //  4. Segments below the recovery point were fsynced before the checkpoint
 //     that vouches for them was written: they are not scanned. Missing
 //     index files are rebuilt from the batch headers now (RebuildIndexes);
@@ -78,7 +97,7 @@
 // (storage.Options.ForceRecovery) scans every segment and cuts there.
 //
 // A load with ReadOnly changes nothing: leftovers stay, invalid tails are
-// hidden rather than cut (Segment.Size), dropped segments are left out,
+// hidden rather than cut (Segment.Size), segments to set aside are left out,
 // indexes are not rebuilt; the report says what a writable load would do.
 //
 // # What recovery does with damaged files
@@ -91,19 +110,21 @@
 //	damage                                       shutdown   outcome
 //	-------------------------------------------  ---------  ------------------------------------------------
 //	last batch cut at any byte (torn write)      unclean    .log cut at the batch's start; the rest kept
-//	one bit of size, magic, crc, attributes,     unclean    .log cut at that batch's start, later batches
-//	  offset delta, timestamps, producer fields,              and later segments dropped
-//	  record count or payload flipped
+//	one bit of size, magic, crc, attributes,     unclean    above the recovery point: .log cut at that
+//	  offset delta, timestamps, producer fields,              batch's start, later segments set aside;
+//	  record count or payload flipped                         below it: the batch alone cut out (hole)
 //	base offset lowered, or made negative        unclean    cut at that batch (offsets must increase)
-//	base offset raised (undetectable)            unclean    kept at the raised offset: the CRC does not
-//	                                                          cover it and Kafka allows gaps
+//	base offset raised                           unclean    kept at the raised offset: the CRC does not
+//	                                                          cover it; a hole in a gapless partition
 //	leader epoch flipped (undetectable)          unclean    kept; logfs does not use it
 //	tail zeroed, file all zeros, zero padding,   unclean    cut where the zeros or garbage start
 //	  garbage or a huge length appended
-//	invalid batch in an older segment            no ckpt    cut there; every later segment dropped
+//	invalid batch in an older segment            no ckpt    cut there; every later segment set aside
+//	                                                          (.stray): nothing was known durable
 //	invalid batch below the recovery point       (un)clean  kept; reads reaching it fail with
 //	                                                          *record.CorruptError (file, position, reason);
-//	                                                          Check fails; Force cuts there, drops the rest
+//	                                                          Check fails; Force cuts the batch out,
+//	                                                          keeps it aside, keeps the rest (a hole)
 //	garbage appended after a clean shutdown      clean      not seen at open (the marker vouches);
 //	                                                          reads reaching it fail; Force cuts it
 //	.index or .timeindex removed                 any        rebuilt at load, byte for byte
@@ -137,18 +158,26 @@
 //	  (retention's renames outlived its roll)                 start (Kafka): no offset is handed out twice
 //	empty active segment with garbage indexes    any        recreated with empty indexes
 //	legacy (magic 0/1) message where v2 stops    unclean    refused: ErrLegacyFormat, nothing cut
+//	stray garbage .log, a segment renamed or     any (a     set aside as NAME.log.stray; the log end
+//	  copied under another base offset,            copy      does not move; a renamed segment's offsets
+//	  overlapping offsets                          past the   are a hole
+//	                                               end)
+//	emptied sealed .log in the middle            any        kept empty: a hole (reads and Check fail)
+//	junk after the last batch of a sealed        forced     cut off, kept in NAME.log.cut-FROM-TO
+//	  segment
 //
 // # Reporting, for `logfs check` and `logfs check --repair`
 //
 // Every load returns a Report (LoadAll; storage keeps it:
 // storage.Log.RecoveryReport). It lists per partition the cuts (file,
-// bytes kept, bytes cut, the rule), the dropped segments and why, the
+// range, bytes cut, the rule, the file that keeps them), the segments set
+// aside and why, the holes, the
 // corrupt batches left in place, the leftovers removed, the swaps
 // completed, the indexes rebuilt, an empty segment created, and warnings;
 // WriteText prints it one line per event and a summary line ("would cut"
 // on a read-only load), and Problems counts the cuts, drops and corruption
 // found. `logfs check` prints, per partition, the bytes cut and the
-// segments dropped that storage sums from it (storage.Partition.Recovery),
+// segments set aside that storage sums from it (storage.Partition.Recovery),
 // then what storage.Log.Check finds. Every event is also
 // logged with slog when it happens (Warn for cuts and drops, Error for
 // corruption, Info for leftovers), and LoadAll logs "recovering logs" with
@@ -160,8 +189,8 @@
 //
 //	logfs check            {ReadOnly: true, ForceRecovery: true}: scan everything, change nothing,
 //	                       print what --repair would do; Log.Check() then verifies the rest
-//	logfs check --repair   {ForceRecovery: true}: scan everything, cut at the first invalid batch
-//	                       of each partition, drop what follows, rebuild indexes, print what was done
+//	logfs check --repair   {ForceRecovery: true}: scan everything, cut out each bad range (kept
+//	                       aside), set strays aside, rebuild indexes, print what was done
 //
 // # Concurrency
 //

@@ -36,6 +36,11 @@ type PartitionOptions struct {
 	RecoveryPoint record.Offset
 	// LogStart is the partition's entry in the log-start checkpoint, or -1.
 	LogStart record.Offset
+	// Gapless says the partition is never compacted (logfs's own data
+	// directories, with no meta.properties): its offsets have no gaps, so
+	// a segment must start with its base offset, and offsets lost to
+	// damage are reported as holes (PartitionReport.Holes).
+	Gapless bool
 	// ReadOnly loads without changing anything: leftovers stay, invalid
 	// tails are reported and hidden rather than cut, indexes are not
 	// rebuilt. The report says what a writable load would do.
@@ -131,8 +136,12 @@ func (l *loader) load() error {
 	if err := l.recoverSegments(files, bases[first:]); err != nil {
 		return err
 	}
+	if len(l.st.Segments) == 0 {
+		// Every segment was set aside.
+		return l.empty()
+	}
 	if last := l.st.Segments[len(l.st.Segments)-1]; !last.Recovered {
-		if err := l.lastSegmentEnd(last); err != nil {
+		if err := l.lastSegmentEnd(files, last); err != nil {
 			return err
 		}
 	}
@@ -166,6 +175,10 @@ func (l *loader) recoverFrom(bases []record.Offset) record.Offset {
 		return math.MaxInt64
 	case l.o.Force:
 		return bases[0]
+	case l.o.Clean && l.o.RecoveryPoint >= 0 && bases[len(bases)-1] > l.o.RecoveryPoint:
+		// A segment starts past the end the clean shutdown recorded: a
+		// copy or a stray file. Scan from the segment holding the end, so
+		// that it is judged (and the log end cannot move back).
 	case l.o.Clean:
 		return math.MaxInt64
 	case l.o.RecoveryPoint < 0:
@@ -181,10 +194,12 @@ func (l *loader) recoverFrom(bases []record.Offset) record.Offset {
 func scanWindow() int { return min(max(runtime.GOMAXPROCS(0), 1), 4) }
 
 // recoverSegments scans the segments from the one holding the recovery
-// point to the end and decides, in order, what each keeps: a hole before a
-// segment drops it and the rest; an invalid byte cuts the segment there,
-// after the later ones are dropped. The scans (which change no file) run
-// up to scanWindow ahead; a scan whose segment is dropped is discarded.
+// point to the end and decides, in order, what each keeps (see the
+// package documentation): a stray, misnamed or overlapping segment is set
+// aside; a loss above the recovery point (a crash: nothing there was
+// durable) ends the log, and the segments after it are set aside; bad
+// bytes below it are cut out and the rest kept. The scans (which change
+// no file) run up to scanWindow ahead.
 func (l *loader) recoverSegments(files *segmentFiles, bases []record.Offset) error {
 	o := l.o
 	type scan struct {
@@ -217,7 +232,9 @@ func (l *loader) recoverSegments(files *segmentFiles, bases []record.Offset) err
 		clear(scans[i+1:])
 	}
 	window := scanWindow()
-	var prev *SegmentResult // the previous segment
+	explained := max(o.RecoveryPoint, o.LogStart)
+	havePrev := false
+	var prevNext record.Offset // where the last segment kept ends
 	for i, base := range bases {
 		for k := i; k < i+window; k++ {
 			launch(k)
@@ -226,33 +243,57 @@ func (l *loader) recoverSegments(files *segmentFiles, bases []record.Offset) err
 		<-sc.done
 		f := files.segs[base]
 		logPath := layout.SegmentPath(o.Dir, base, layout.LogSuffix)
-		if prev != nil {
-			if why := l.hole(prev.NextOffset, base); why != "" {
-				if sc.err == nil {
-					sc.p.close()
-				}
-				discard(i)
-				return l.drop(files, bases[i:], why)
-			}
-		}
 		if sc.err != nil {
 			discard(i)
 			return fmt.Errorf("recover %s: %w", logPath, sc.err)
 		}
-		dropLater := func(res *SegmentResult) error {
-			l.rep.Cuts = append(l.rep.Cuts, Cut{File: logPath, Base: base, At: res.ValidBytes, Bytes: res.Truncated, Reason: reasonOf(res.Reason)})
-			o.Logger.Warn("recovery cut a segment at its first invalid byte", "segment", logPath,
-				"valid_bytes", res.ValidBytes, "cut_bytes", res.Truncated, "reason", res.Reason, "read_only", o.ReadOnly)
-			discard(i)
-			if i == len(bases)-1 {
-				return nil
+		p := sc.p
+		if why := l.stray(&p.res, base, havePrev, prevNext); why != "" {
+			p.close()
+			if err := l.setAside(files, []record.Offset{base}, why); err != nil {
+				discard(i)
+				return err
 			}
-			return l.drop(files, bases[i+1:], fmt.Sprintf("follows the cut in %s", filepath.Base(logPath)))
+			continue
 		}
-		res, err := sc.p.commit(dropLater)
+		if havePrev && base > prevNext {
+			if prevNext >= explained {
+				// Offsets from prevNext on were never durable: a crash lost
+				// them (the end of a segment, or a whole one, whose
+				// successor survived). The log ends at prevNext.
+				p.close()
+				discard(i)
+				why := fmt.Sprintf("offsets %d to %d before it are missing and were never durable (above the recovery point %d): the log ends at %d", prevNext, base-1, o.RecoveryPoint, prevNext)
+				return l.setAside(files, bases[i:], why)
+			}
+			l.holeBetween(prevNext, base, fmt.Sprintf("missing between segment %d, which ends at %d, and segment %d", prevSegBase(l.st), prevNext, base))
+		}
+		tail := false
+		for k, r := range p.res.Bad {
+			if r.LostFrom >= explained {
+				// Nothing durable was lost here: a torn tail. The segment
+				// ends before the range, and so does the log.
+				p.tailFrom(k)
+				tail = true
+				break
+			}
+		}
+		res, err := p.commit(func(res *SegmentResult) error {
+			for _, r := range res.Bad {
+				l.o.Logger.Warn("recovery cuts invalid bytes out of a segment", "segment", logPath, "from", r.From, "to", r.To,
+					"reason", r.Reason, "read_only", o.ReadOnly)
+			}
+			return nil
+		})
 		if err != nil {
 			discard(i)
 			return fmt.Errorf("recover %s: %w", logPath, err)
+		}
+		for _, r := range res.Bad {
+			l.rep.Cuts = append(l.rep.Cuts, Cut{File: logPath, Base: base, At: r.From, Bytes: int64(r.To - r.From), Reason: reasonOf(r.Reason), Aside: r.Aside})
+			if !r.Tail() && r.LostTo > r.LostFrom {
+				l.holeBetween(r.LostFrom, r.LostTo, fmt.Sprintf("cut out of %s with bytes %d to %d", filepath.Base(logPath), r.From, r.To))
+			}
 		}
 		l.progress(f.size)
 		l.dirty = l.dirty || !o.ReadOnly // new index files
@@ -260,30 +301,48 @@ func (l *loader) recoverSegments(files *segmentFiles, bases []record.Offset) err
 		l.rep.ScannedBytes += int64(f.size)
 		l.st.Segments = append(l.st.Segments, Segment{Base: base, Size: res.ValidBytes, Recovered: true, IndexMissing: o.ReadOnly && !res.IndexesKept})
 		l.st.NextOffset = res.NextOffset
-		if res.Truncated > 0 {
-			return nil // dropLater removed the rest
+		havePrev, prevNext = true, res.NextOffset
+		if tail && i < len(bases)-1 {
+			discard(i)
+			why := fmt.Sprintf("follows the end of the log at %d, cut in %s above the recovery point %d (never durable)", res.NextOffset, filepath.Base(logPath), o.RecoveryPoint)
+			return l.setAside(files, bases[i+1:], why)
 		}
-		prev = &res
 	}
 	return nil
 }
 
-// hole says why a scanned segment that ended at prevNext cannot be followed
-// by a segment starting at base, or "". Segments overlap only by
-// corruption. Offsets missing between them are explained when they are
-// below the recovery point (durable once, so absent by compaction: Kafka's
-// cleaner leaves such gaps, in flushed segments) or below the log start
-// (deleted by retention). Any missing offset above both is a hole: a crash
-// lost the end of a segment, or a whole segment, whose successor survived.
-func (l *loader) hole(prevNext, base record.Offset) string {
-	explained := max(l.o.RecoveryPoint, l.o.LogStart)
+// prevSegBase returns the base of the last segment kept so far.
+func prevSegBase(st *PartitionState) record.Offset {
+	if len(st.Segments) == 0 {
+		return -1
+	}
+	return st.Segments[len(st.Segments)-1].Base
+}
+
+// stray says why a scanned segment cannot be part of the log, or "": its
+// first batch is intact but contradicts its name (a copy or a rename; in
+// a gapless partition the first batch starts at the segment's base), or
+// it starts below where the segment before it ended (an overlap).
+func (l *loader) stray(res *SegmentResult, base record.Offset, havePrev bool, prevNext record.Offset) string {
 	switch {
-	case base < prevNext:
-		return fmt.Sprintf("its base offset %d is below %d, where the previous segment ends", base, prevNext)
-	case base > prevNext && base > explained:
-		return fmt.Sprintf("offsets %d to %d before it are missing and were neither known durable nor deleted", max(prevNext, explained), base-1)
+	case res.FirstBase >= 0 && res.FirstBase < base:
+		return fmt.Sprintf("its first batch has base offset %d, below %d that its name says: a copy or a rename", res.FirstBase, base)
+	case l.o.Gapless && res.FirstBase > base:
+		return fmt.Sprintf("its first batch has base offset %d, not %d that its name says, in a partition that is never compacted: a copy or a rename", res.FirstBase, base)
+	case havePrev && base < prevNext:
+		return fmt.Sprintf("its base offset %d is below %d, where the segment before it ends: the offsets overlap", base, prevNext)
 	}
 	return ""
+}
+
+// holeBetween reports offsets [from, to) lost from a gapless partition.
+func (l *loader) holeBetween(from, to record.Offset, why string) {
+	if !l.o.Gapless || to <= from {
+		return
+	}
+	l.rep.Holes = append(l.rep.Holes, Hole{From: from, To: to, Why: why})
+	l.o.Logger.Error("offsets lost from a partition that is never compacted; reads that reach them fail", "dir", l.o.Dir,
+		"from", from, "to", to-1, "why", why)
 }
 
 // trusted adds a segment below the recovery point, which is not scanned.
@@ -339,7 +398,7 @@ func (l *loader) corrupt(reason error) {
 // offset-index entry, as Kafka's readNextOffset. On a writable load a walk
 // that meets an invalid batch recovers the segment instead, so that appends
 // never land after garbage.
-func (l *loader) lastSegmentEnd(last Segment) error {
+func (l *loader) lastSegmentEnd(files *segmentFiles, last Segment) error {
 	o := l.o
 	rp := o.RecoveryPoint
 	logPath := layout.SegmentPath(o.Dir, last.Base, layout.LogSuffix)
@@ -392,21 +451,7 @@ func (l *loader) lastSegmentEnd(last Segment) error {
 		l.st.NextOffset = next
 		return nil
 	}
-	res, err := recoverSegment(o.FS, o.Dir, last.Base, o.IndexConfig, false, func(res *SegmentResult) error {
-		l.rep.Cuts = append(l.rep.Cuts, Cut{File: logPath, Base: last.Base, At: res.ValidBytes, Bytes: res.Truncated, Reason: reasonOf(res.Reason)})
-		o.Logger.Warn("recovery cut the active segment at its first invalid byte", "segment", logPath,
-			"valid_bytes", res.ValidBytes, "cut_bytes", res.Truncated, "reason", res.Reason)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("recover %s: %w", logPath, err)
-	}
-	l.dirty = true
-	l.rep.ScannedSegments++
-	l.rep.ScannedBytes += int64(last.Size)
-	l.st.Segments = append(l.st.Segments, Segment{Base: last.Base, Size: res.ValidBytes, Recovered: true})
-	l.st.NextOffset = res.NextOffset
-	return nil
+	return l.recoverSegments(files, []record.Offset{last.Base})
 }
 
 // finishOffsets sets the log start offset and the recovery point.
@@ -496,23 +541,7 @@ func (l *loader) empty() error {
 	l.rep.Created = logPath
 	if !o.ReadOnly {
 		o.Logger.Info("partition has no segment; creating an empty one", "segment", logPath)
-		f, err := o.FS.OpenFile(logPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
-		}
-		if err := errors.Join(f.Sync(), f.Close()); err != nil {
-			return err
-		}
-		b, err := newIndexBuilder(o.FS, o.Dir, base, o.IndexConfig)
-		if err != nil {
-			return err
-		}
-		err = b.finish()
-		b.abort()
-		if err != nil {
-			return err
-		}
-		if err := o.FS.SyncDir(o.Dir); err != nil {
+		if err := l.createEmpty(base); err != nil {
 			return err
 		}
 	}
@@ -522,18 +551,52 @@ func (l *loader) empty() error {
 	return nil
 }
 
-// drop removes segments that follow a cut or a hole: what they hold cannot
-// be reached without passing it. The removal is made durable before the
-// caller cuts anything.
-func (l *loader) drop(files *segmentFiles, bases []record.Offset, why string) error {
-	err := l.removeSegments(files, bases, why, &l.rep.Dropped, func(logPath string, size record.Position) {
-		l.o.Logger.Warn("recovery dropped a segment", "segment", logPath, "bytes", size, "why", why, "read_only", l.o.ReadOnly)
+// setAside leaves whole segments out of the log: each .log is renamed to
+// NAME.log.stray (NAME.log.stray.1, … when that is taken), never deleted,
+// and its derived files (indexes, view index) are removed. The renames are
+// made durable before the caller goes on.
+func (l *loader) setAside(files *segmentFiles, bases []record.Offset, why string) error {
+	o := l.o
+	for _, base := range bases {
+		f := files.segs[base]
+		logPath := layout.SegmentPath(o.Dir, base, layout.LogSuffix)
+		size, err := l.sizeOf(base, f)
+		if err != nil {
+			return err
+		}
+		d := Dropped{File: logPath, Base: base, Bytes: int64(size), Why: why}
+		o.Logger.Warn("recovery set a segment aside", "segment", logPath, "bytes", size, "why", why, "read_only", o.ReadOnly)
 		l.progress(size)
-	})
-	if err != nil || l.o.ReadOnly {
-		return err
+		if !o.ReadOnly {
+			aside := logPath + layout.StraySuffix
+			for n := 1; ; n++ {
+				if _, err := o.FS.Stat(aside); isNotExist(err) {
+					break
+				} else if err != nil {
+					return err
+				}
+				aside = fmt.Sprintf("%s%s.%d", logPath, layout.StraySuffix, n)
+			}
+			if err := o.FS.Rename(logPath, aside); err != nil {
+				return err
+			}
+			d.AsideAs = aside
+			for _, name := range f.names {
+				if name == filepath.Base(logPath) {
+					continue
+				}
+				if err := o.FS.Remove(filepath.Join(o.Dir, name)); err != nil && !isNotExist(err) {
+					return err
+				}
+			}
+			l.dirty = true
+		}
+		l.rep.Dropped = append(l.rep.Dropped, d)
 	}
-	return l.o.FS.SyncDir(l.o.Dir)
+	if o.ReadOnly || len(bases) == 0 {
+		return nil
+	}
+	return o.FS.SyncDir(o.Dir)
 }
 
 func (l *loader) progress(n record.Position) {
@@ -799,4 +862,28 @@ func scanNext(fs vfs.FS, path string, base record.Offset) (record.Offset, error)
 		next = sc.Batch().NextOffset()
 	}
 	return next, nil
+}
+
+// createEmpty writes an empty segment at base, with empty indexes, and
+// makes it durable.
+func (l *loader) createEmpty(base record.Offset) error {
+	o := l.o
+	logPath := layout.SegmentPath(o.Dir, base, layout.LogSuffix)
+	f, err := o.FS.OpenFile(logPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		return err
+	}
+	b, err := newIndexBuilder(o.FS, o.Dir, base, o.IndexConfig)
+	if err != nil {
+		return err
+	}
+	err = b.finish()
+	b.abort()
+	if err != nil {
+		return err
+	}
+	return o.FS.SyncDir(o.Dir)
 }

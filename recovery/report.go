@@ -39,8 +39,18 @@ type PartitionReport struct {
 	ScannedSegments int
 	ScannedBytes    int64
 
-	Cuts    []Cut     // .log files cut at their first invalid byte
-	Dropped []Dropped // whole segments removed after a cut or a hole
+	// Cuts lists the ranges of invalid bytes cut out of (or off) .log
+	// files, one per range, each kept aside in Cut.Aside.
+	Cuts []Cut
+	// Dropped lists whole segments left out of the log and set aside
+	// (renamed to Dropped.AsideAs, never deleted): stray or misnamed
+	// files, segments that overlap the one before, and segments past a
+	// loss above the recovery point (a crash: never durable).
+	Dropped []Dropped
+	// Holes lists offsets a gapless partition (logfs's own: it never
+	// compacts) lost to a cut, an emptied or set-aside segment: reads
+	// that reach them fail, and Check reports them.
+	Holes []Hole
 	// Expired lists segments removed because they lie entirely below the
 	// checkpointed log start: retention had deleted them, but a crash
 	// brought some back. Housekeeping, not lost data.
@@ -67,22 +77,31 @@ type PartitionReport struct {
 	Warnings []string
 }
 
-// Cut is a .log cut at its first invalid byte.
+// Cut is a range of invalid bytes cut out of a .log.
 type Cut struct {
 	File   string          // the .log
 	Base   record.Offset   // the segment's base offset
-	At     record.Position // bytes kept
+	At     record.Position // where the range started in the .log as it was
 	Bytes  int64           // bytes cut
-	Reason string          // the rule the first invalid batch broke
+	Reason string          // the rule the first invalid byte broke
+	// Aside is the file that keeps the bytes cut (layout.CutFileName), or
+	// "" when they were all zero or the load was read-only.
+	Aside string
 }
 
-// Dropped is a segment removed because what it holds cannot be reached
-// without passing a hole.
+// Dropped is a whole segment left out of the log and set aside.
 type Dropped struct {
-	File  string // the .log
-	Base  record.Offset
-	Bytes int64
-	Why   string
+	File    string // the .log
+	Base    record.Offset
+	Bytes   int64
+	Why     string
+	AsideAs string // the name it was renamed to ("" on a read-only load)
+}
+
+// Hole is a range of offsets [From, To) lost from a gapless partition.
+type Hole struct {
+	From, To record.Offset
+	Why      string
 }
 
 // Corruption is an invalid batch left in place.
@@ -108,13 +127,14 @@ func (r *Report) Changed() bool {
 	return false
 }
 
-// Problems returns how many cuts, drops and corruptions the report holds:
+// Problems returns how many cuts, segments set aside, holes and
+// corruptions the report holds:
 // findings that lose or hide data, as opposed to housekeeping.
 func (r *Report) Problems() int {
 	n := 0
 	for i := range r.Partitions {
 		p := &r.Partitions[i]
-		n += len(p.Cuts) + len(p.Dropped) + len(p.Corrupt)
+		n += len(p.Cuts) + len(p.Dropped) + len(p.Corrupt) + len(p.Holes)
 	}
 	return n
 }
@@ -152,10 +172,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		p := &r.Partitions[i]
 		name := filepath.Base(p.Dir)
 		for _, c := range p.Cuts {
-			line("%s: %scut %s at %d (%d bytes): %s", name, would, filepath.Base(c.File), c.At, c.Bytes, c.Reason)
+			line("%s", c.String(name, would))
 		}
 		for _, d := range p.Dropped {
-			line("%s: %sdrop %s (%d bytes): %s", name, would, filepath.Base(d.File), d.Bytes, d.Why)
+			line("%s", d.String(name, would))
+		}
+		for _, h := range p.Holes {
+			line("%s", h.String(name))
 		}
 		for _, d := range p.Expired {
 			line("%s: %sremove %s (%d bytes): %s", name, would, filepath.Base(d.File), d.Bytes, d.Why)
@@ -191,4 +214,29 @@ func (r *Report) WriteText(w io.Writer) error {
 	line("%s %d partitions: scanned %d segments (%d bytes), %d cut, %d dropped, %d corrupt, %d files removed, in %v",
 		what, len(r.Partitions), segs, r.ScannedBytes(), cuts, drops, corrupt, removed, r.Duration.Round(time.Millisecond))
 	return err
+}
+
+// String is the report's line for the cut: "orders-0: cut
+// 00000000000000000500.log bytes 4096 to 8192 (4096 bytes), kept in
+// 00000000000000000500.log.cut-4096-8192: crc is …".
+func (c *Cut) String(partition, would string) string {
+	kept := ""
+	if c.Aside != "" {
+		kept = ", kept in " + filepath.Base(c.Aside)
+	}
+	return fmt.Sprintf("%s: %scut %s bytes %d to %d (%d bytes)%s: %s", partition, would, filepath.Base(c.File), c.At, int64(c.At)+c.Bytes, c.Bytes, kept, c.Reason)
+}
+
+// String is the report's line for the segment set aside.
+func (d *Dropped) String(partition, would string) string {
+	as := ""
+	if d.AsideAs != "" {
+		as = " as " + filepath.Base(d.AsideAs)
+	}
+	return fmt.Sprintf("%s: %sset aside %s (%d bytes)%s: %s", partition, would, filepath.Base(d.File), d.Bytes, as, d.Why)
+}
+
+// String is the report's line for the hole.
+func (h *Hole) String(partition string) string {
+	return fmt.Sprintf("%s: offsets %d to %d are lost (a hole in a partition that is never compacted): %s", partition, h.From, h.To-1, h.Why)
 }

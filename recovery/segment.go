@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math"
 	"os"
+	"path/filepath"
 
 	"github.com/logfs/logfs/index"
 	"github.com/logfs/logfs/layout"
@@ -49,7 +51,37 @@ type SegmentResult struct {
 	// every batch (index.Verifier, as a sealed segment's) and were left as
 	// they are; on a read-only recovery, that they may be used.
 	IndexesKept bool
+	// Bad lists the ranges of invalid bytes the salvage scan found, in
+	// order: after each, the scan resynchronised on the next batch that
+	// passes its checks and may follow the one before (record.Resync).
+	// Recovery cuts them out (the last, when it reaches the end of the
+	// file, is cut off) and keeps each aside in a file beside the .log
+	// (layout.CutFileName). Empty when the segment is whole.
+	Bad []BadRange
+	// FirstBase is the base offset of the batch at position 0 when that
+	// batch is intact (size, magic, CRC-32C), whatever its offsets; -1
+	// otherwise. A segment whose FirstBase contradicts its name was
+	// copied or renamed: recovery sets it aside (see the package doc).
+	FirstBase record.Offset
 }
+
+// BadRange is a range of a .log that holds no valid batch.
+type BadRange struct {
+	From, To record.Position
+	// LostFrom is where the batch before the range ended (the segment's
+	// base when none did); LostTo the base offset of the batch after it,
+	// or -1 when the range ends the file. The offsets in [LostFrom,
+	// LostTo) are the ones the range may have held.
+	LostFrom, LostTo record.Offset
+	Reason           error // the rule the first invalid byte broke
+	batchesBefore    int   // valid batches before the range
+	// Aside is the file the range's bytes were copied to before the cut,
+	// or "" (read-only, not cut, or all zero bytes).
+	Aside string
+}
+
+// Tail says the range ends the file.
+func (r *BadRange) Tail() bool { return r.LostTo < 0 }
 
 // RecoverSegment is Kafka's LogSegment.recover: it walks the batches of a
 // .log checking each one's size, magic, CRC-32C and offsets (each batch's
@@ -96,6 +128,10 @@ type pendingSegment struct {
 	// rule): files that keep the rule are kept.
 	verify *index.Verifier
 	res    SegmentResult
+	cfg    IndexConfig
+	// stale says the index builder's files no longer match the .log
+	// (ranges were cut out of it): commit rebuilds them instead.
+	stale bool
 }
 
 // scanPending opens a segment's .log, walks its batches into res and an
@@ -103,7 +139,7 @@ type pendingSegment struct {
 // invalid byte. The caller commits or closes the result; on error it is
 // closed already.
 func scanPending(fs vfs.FS, dir string, base record.Offset, cfg IndexConfig, readOnly bool) (*pendingSegment, error) {
-	p := &pendingSegment{fs: fs, dir: dir, readOnly: readOnly, res: SegmentResult{Base: base, NextOffset: base}}
+	p := &pendingSegment{fs: fs, dir: dir, readOnly: readOnly, cfg: cfg, res: SegmentResult{Base: base, NextOffset: base, FirstBase: -1}}
 	logPath := layout.SegmentPath(dir, base, layout.LogSuffix)
 	flag := os.O_RDWR
 	if readOnly {
@@ -130,35 +166,67 @@ func scanPending(fs vfs.FS, dir string, base record.Offset, cfg IndexConfig, rea
 	if p.verify, err = existingIndexes(fs, dir, base, p.res.Size); err != nil {
 		return fail(err)
 	}
-	if err := scanSegment(p.f, logPath, base, p.res.Size, false, p.b, p.verify, &p.res); err != nil {
+	if err := scanSegment(p.f, logPath, base, p.res.Size, false, true, p.b, p.verify, &p.res); err != nil {
 		return fail(err)
 	}
 	if err := refuseLegacy(p.f, logPath, &p.res); err != nil {
 		return fail(err)
 	}
+	p.res.FirstBase = firstBase(p.f, p.res.Size)
 	return p, nil
 }
 
-// commit is the second half of RecoverSegment: it cuts the .log at the
-// first invalid byte (after beforeCut), fsyncs the cut, and renames the
-// new indexes into place. It closes p.
+// tailFrom makes bad range k the tail: the segment is cut at its start
+// and everything after it is kept aside with it (LoadPartition's rule for
+// damage above the recovery point: what follows was never durable).
+func (p *pendingSegment) tailFrom(k int) {
+	res := &p.res
+	if k >= len(res.Bad) {
+		return
+	}
+	r := res.Bad[k]
+	if !r.Tail() {
+		p.stale = true // the builder indexed batches that go
+	}
+	r.To, r.LostTo = res.Size, -1
+	res.Bad = append(res.Bad[:k], r)
+	res.NextOffset = r.LostFrom
+	res.Batches = r.batchesBefore
+}
+
+// commit is the second half of RecoverSegment: it keeps each bad range
+// aside in a file beside the .log (not when all its bytes are zero), then
+// cuts the ranges out of the .log (after beforeCut): a tail by a
+// truncate, ranges inside by writing the valid bytes to a *.tmp file,
+// fsyncing it and renaming it over the .log. The directory is fsynced
+// before the .log changes, so the bytes kept aside are durable first. The
+// new indexes are renamed into place last. It closes p.
 func (p *pendingSegment) commit(beforeCut func(*SegmentResult) error) (SegmentResult, error) {
 	defer p.close()
 	res := &p.res
 	logPath := layout.SegmentPath(p.dir, res.Base, layout.LogSuffix)
-	if res.ValidBytes < res.Size {
-		res.Truncated = int64(res.Size - res.ValidBytes)
+	res.Truncated = 0
+	for _, r := range res.Bad {
+		res.Truncated += int64(r.To - r.From)
+	}
+	res.ValidBytes = res.Size - record.Position(res.Truncated)
+	if p.readOnly && len(res.Bad) > 0 {
+		// Nothing is cut: a tail is hidden (Segment.Size), ranges inside
+		// stay for the reads that reach them to report.
+		res.ValidBytes = res.Size
+		if last := res.Bad[len(res.Bad)-1]; last.Tail() {
+			res.ValidBytes = last.From
+		}
+	}
+	if res.Truncated > 0 {
 		if beforeCut != nil {
 			if err := beforeCut(res); err != nil {
 				return *res, err
 			}
 		}
 		if !p.readOnly {
-			if err := p.f.Truncate(int64(res.ValidBytes)); err != nil {
-				return *res, fmt.Errorf("cut %s at %d: %w", logPath, res.ValidBytes, err)
-			}
-			if err := p.f.Sync(); err != nil {
-				return *res, fmt.Errorf("cut %s at %d: %w", logPath, res.ValidBytes, err)
+			if err := p.cut(logPath); err != nil {
+				return *res, fmt.Errorf("cut %s: %w", logPath, err)
 			}
 			// The sidecar of rendered positions may describe the bytes cut.
 			if err := p.fs.Remove(layout.SegmentPath(p.dir, res.Base, layout.ViewIndexSuffix)); err != nil && !isNotExist(err) {
@@ -175,11 +243,160 @@ func (p *pendingSegment) commit(beforeCut func(*SegmentResult) error) (SegmentRe
 			p.b = nil
 			return *res, nil
 		}
+		if p.stale {
+			// Batches moved or went: index the new file.
+			p.b.abort()
+			p.b = nil
+			if _, err := RebuildIndexes(p.fs, p.dir, res.Base, res.ValidBytes, p.cfg); err != nil {
+				return *res, err
+			}
+			return *res, nil
+		}
 		if err := p.b.finish(); err != nil {
 			return *res, err
 		}
 	}
 	return *res, nil
+}
+
+// cut keeps the bad ranges aside and removes them from the .log.
+func (p *pendingSegment) cut(logPath string) error {
+	res := &p.res
+	for i := range res.Bad {
+		if err := p.keepAside(&res.Bad[i]); err != nil {
+			return err
+		}
+	}
+	if err := p.fs.SyncDir(p.dir); err != nil {
+		return err
+	}
+	if len(res.Bad) == 1 && res.Bad[0].Tail() {
+		if err := p.f.Truncate(int64(res.Bad[0].From)); err != nil {
+			return err
+		}
+		return p.f.Sync()
+	}
+	tmp := logPath + tmpSuffix
+	out, err := p.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	var w record.Position
+	from := record.Position(0)
+	copyRange := func(a, b record.Position) error {
+		n, err := copyAt(out, w, p.f, a, b)
+		w += n
+		return err
+	}
+	for _, r := range res.Bad {
+		if err := copyRange(from, r.From); err != nil {
+			out.Close()
+			return err
+		}
+		from = r.To
+	}
+	err = copyRange(from, res.Size)
+	if err = errors.Join(err, out.Sync(), out.Close()); err != nil {
+		p.fs.Remove(tmp)
+		return err
+	}
+	if err := p.fs.Rename(tmp, logPath); err != nil {
+		p.fs.Remove(tmp)
+		return err
+	}
+	p.stale = true
+	return p.fs.SyncDir(p.dir)
+}
+
+// keepAside copies the bytes of r to layout.CutFileName beside the .log
+// (written as *.tmp, fsynced, renamed), unless they are all zero: a
+// preallocated or zero-filled tail holds nothing to keep.
+func (p *pendingSegment) keepAside(r *BadRange) error {
+	zero, err := allZero(p.f, r.From, r.To)
+	if err != nil || zero {
+		return err
+	}
+	final := filepath.Join(p.dir, layout.CutFileName(p.res.Base, r.From, r.To))
+	tmp := final + tmpSuffix
+	out, err := p.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = copyAt(out, 0, p.f, r.From, r.To)
+	if err = errors.Join(err, out.Sync(), out.Close()); err != nil {
+		p.fs.Remove(tmp)
+		return err
+	}
+	if err := p.fs.Rename(tmp, final); err != nil {
+		p.fs.Remove(tmp)
+		return err
+	}
+	r.Aside = final
+	return nil
+}
+
+// copyChunk is how much keepAside and cut copy at a time.
+const copyChunk = 1 << 20
+
+// copyAt copies [from, to) of src to dst at at, returning the bytes
+// written.
+func copyAt(dst vfs.File, at record.Position, src vfs.File, from, to record.Position) (record.Position, error) {
+	buf := make([]byte, min(int64(copyChunk), int64(to-from)))
+	var n record.Position
+	for pos := from; pos < to; {
+		k := min(int64(len(buf)), int64(to-pos))
+		if _, err := src.ReadAt(buf[:k], int64(pos)); err != nil && !(errors.Is(err, io.EOF) && k == 0) {
+			return n, err
+		}
+		if _, err := dst.WriteAt(buf[:k], int64(at+n)); err != nil {
+			return n, err
+		}
+		pos += record.Position(k)
+		n += record.Position(k)
+	}
+	return n, nil
+}
+
+// allZero reports whether [from, to) of f holds only zero bytes.
+func allZero(f vfs.File, from, to record.Position) (bool, error) {
+	buf := make([]byte, min(int64(copyChunk), int64(to-from)))
+	for pos := from; pos < to; {
+		k := min(int64(len(buf)), int64(to-pos))
+		if _, err := f.ReadAt(buf[:k], int64(pos)); err != nil {
+			return false, err
+		}
+		for _, c := range buf[:k] {
+			if c != 0 {
+				return false, nil
+			}
+		}
+		pos += record.Position(k)
+	}
+	return true, nil
+}
+
+// firstBase returns the base offset of the batch at position 0 of f when
+// it is intact (record.ParseBatch), else -1.
+func firstBase(f vfs.File, size record.Position) record.Offset {
+	var head [record.HeaderSize]byte
+	if size < record.HeaderSize {
+		return -1
+	}
+	if _, err := f.ReadAt(head[:], 0); err != nil {
+		return -1
+	}
+	h, err := record.ParseHeader(head[:], 0)
+	if err != nil || h.Size() > int64(size) || h.Size() > record.DefaultMaxBatch {
+		return -1
+	}
+	b := make([]byte, h.Size())
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return -1
+	}
+	if _, err := record.ParseBatch(b, 0); err != nil {
+		return -1
+	}
+	return h.BaseOffset
 }
 
 // existingIndexes returns a verifier of a segment's index files as they
@@ -247,46 +464,93 @@ func RebuildIndexes(fs vfs.FS, dir string, base record.Offset, size record.Posit
 		return res, err
 	}
 	defer b.abort()
-	if err := scanSegment(f, logPath, base, size, true, b, nil, &res); err != nil {
+	if err := scanSegment(f, logPath, base, size, true, false, b, nil, &res); err != nil {
 		return res, err
 	}
 	return res, b.finish()
 }
 
 // scanSegment walks the batches of [0, size) into res and, if b is not
-// nil, into the index builder, and if verify is not nil, into it. It stops
-// at the first invalid batch and records why in res.Reason; only I/O
-// errors are returned.
-func scanSegment(f vfs.File, logPath string, base record.Offset, size record.Position, headersOnly bool, b *indexBuilder, verify *index.Verifier, res *SegmentResult) error {
-	sc := record.NewScanner(f, 0, size, record.ScanOptions{HeadersOnly: headersOnly, ReadAhead: scanReadAhead})
+// nil, into the index builder, and if verify is not nil, into it. Without
+// salvage it stops at the first invalid batch and records why in
+// res.Reason. With salvage it goes on: it looks for the next position
+// where a batch passes its checks and may follow the last valid one
+// (record.Resync), lists the bytes between in res.Bad and scans on from
+// there. res.ValidBytes is where the first invalid byte is (the file's
+// size when there is none). Only I/O errors are returned.
+func scanSegment(f vfs.File, logPath string, base record.Offset, size record.Position, headersOnly, salvage bool, b *indexBuilder, verify *index.Verifier, res *SegmentResult) error {
 	next := base
+	pos := record.Position(0)
+	res.ValidBytes = 0
+	for {
+		reason, end, err := scanRun(f, logPath, base, pos, size, headersOnly, &next, b, verify, res)
+		if err != nil {
+			return err
+		}
+		if reason == nil {
+			if len(res.Bad) == 0 {
+				res.ValidBytes = end
+			}
+			break
+		}
+		if len(res.Bad) == 0 {
+			res.Reason = reason
+			res.ValidBytes = end
+		}
+		if !salvage {
+			break
+		}
+		verify = nil // indexes are rebuilt in any case
+		r := BadRange{From: end, To: size, LostFrom: next, LostTo: -1, Reason: reason, batchesBefore: res.Batches}
+		q, ok, err := record.Resync(f, end+1, size, 0, func(c *record.Batch) bool {
+			return c.CheckFollows(base, next, math.MaxInt64) == nil
+		})
+		if err != nil {
+			return fmt.Errorf("read %s: %w", logPath, err)
+		}
+		if ok {
+			r.To, r.LostTo = q.Pos, q.BaseOffset
+		}
+		res.Bad = append(res.Bad, r)
+		if !ok {
+			break
+		}
+		pos = q.Pos
+	}
+	res.NextOffset = next
+	return nil
+}
+
+// scanRun scans valid batches from pos and returns why it stopped (nil at
+// the end of the file) and where the last valid batch ended.
+func scanRun(f vfs.File, logPath string, base record.Offset, pos, size record.Position, headersOnly bool, next *record.Offset, b *indexBuilder, verify *index.Verifier, res *SegmentResult) (reason error, end record.Position, err error) {
+	sc := record.NewScanner(f, pos, size, record.ScanOptions{HeadersOnly: headersOnly, ReadAhead: scanReadAhead})
+	end = pos
 	for sc.Next() {
 		batch := sc.Batch()
-		if err := batch.CheckFollows(base, next, math.MaxInt64); err != nil {
-			res.Reason = record.WithFile(err, logPath)
-			break
+		if err := batch.CheckFollows(base, *next, math.MaxInt64); err != nil {
+			return record.WithFile(err, logPath), end, nil
 		}
 		if b != nil {
 			if err := b.add(batch); err != nil {
-				return err
+				return nil, end, err
 			}
 		}
 		if verify != nil {
 			verify.Batch(index.BatchOf(&batch.BatchHeader, batch.Pos))
 		}
 		res.Batches++
-		res.ValidBytes = sc.Pos()
-		next = batch.NextOffset()
+		end = sc.Pos()
+		*next = batch.NextOffset()
 	}
-	if err := sc.Err(); res.Reason == nil && err != nil {
+	if err := sc.Err(); err != nil {
 		var ce *record.CorruptError
 		if !errors.As(err, &ce) {
-			return fmt.Errorf("read %s: %w", logPath, err) // I/O, not the data
+			return nil, end, fmt.Errorf("read %s: %w", logPath, err) // I/O, not the data
 		}
-		res.Reason = record.WithFile(err, logPath)
+		return record.WithFile(err, logPath), end, nil
 	}
-	res.NextOffset = next
-	return nil
+	return nil, end, nil
 }
 
 // legacyHeader is what a Kafka v0/v1 message needs before its CRC can be

@@ -38,7 +38,9 @@ func (l *Log) CheckProgress(progress func(bytes int64)) error {
 // increasing across batches and segments, none below its segment's base;
 // both indexes under the rule of index.Verifier (the one Kafka's writers of
 // every version keep); view indexes agreeing with the rendering;
-// the log end offset right after the last batch. It is meant for tests and
+// the log end offset right after the last batch; in a gapless partition
+// (Options.Gaps) no offset missing between batches or segments (a hole,
+// ErrHole). It is meant for tests and
 // `logfs check`, and costs a read of every byte.
 func (p *Partition) Check() error { return p.check(nil) }
 
@@ -52,7 +54,9 @@ func (p *Partition) check(progress func(bytes int64)) error {
 	// The log end as the active segment's check saw it, under the lock
 	// that appends hold: read apart from the scan, an append between the
 	// two would look like a log end past the log.
-	end, endSeen := record.Offset(0), false
+	logEnd, endSeen := record.Offset(0), false
+	end := record.Offset(-1) // where the previous segment's offsets end
+	gapless := p.gapless()
 	for i, s := range segs {
 		if !s.acquire() {
 			continue
@@ -63,25 +67,30 @@ func (p *Partition) check(progress func(bytes int64)) error {
 		if s.base < next {
 			fail("segment %d starts below the previous segment's end %d", s.base, next)
 		}
+		if gapless && i > 0 && s.base > end {
+			fail("hole: offsets %d to %d are missing before %s (%v)", end, s.base-1, s.logPath(), ErrHole)
+		}
 		var segNext record.Offset
 		var err error
 		if i == len(segs)-1 {
 			// The active segment: no append meanwhile, and whether its
 			// time index has its final entry is the appender's state.
 			p.mu.Lock()
-			segNext, err = s.check(fail, !s.writable)
+			segNext, err = s.check(fail, !s.writable, gapless)
 			// A roll since segs was taken: the log end lies in a segment
 			// this check did not read.
-			end, endSeen = p.EndOffset(), p.active() == s
+			logEnd, endSeen = p.EndOffset(), p.active() == s
 			p.mu.Unlock()
 		} else {
-			segNext, err = s.check(fail, true)
+			segNext, err = s.check(fail, true, gapless)
 		}
 		if err != nil {
 			errs = append(errs, err)
 		}
 		if segNext > 0 {
-			next = segNext
+			next, end = segNext, segNext
+		} else {
+			end = max(end, s.base)
 		}
 		if progress != nil {
 			progress(s.size.Load())
@@ -90,8 +99,8 @@ func (p *Partition) check(progress func(bytes int64)) error {
 	}
 	last := segs[len(segs)-1]
 	want := max(next, last.base)
-	if endSeen && end != want {
-		fail("log end offset is %d, the log ends at %d", end, want)
+	if endSeen && logEnd != want {
+		fail("log end offset is %d, the log ends at %d", logEnd, want)
 	}
 	if start := p.StartOffset(); start < segs[0].base || start > p.EndOffset() {
 		fail("log start offset %d is outside [%d, %d]", start, segs[0].base, p.EndOffset())
@@ -102,7 +111,7 @@ func (p *Partition) check(progress func(bytes int64)) error {
 // check verifies one segment and returns the offset after its last batch
 // (0 when it has none). sealed says its time index has its final entry:
 // every segment but an active one that took appends since it was opened.
-func (s *segment) check(fail func(string, ...any), sealed bool) (record.Offset, error) {
+func (s *segment) check(fail func(string, ...any), sealed, gapless bool) (record.Offset, error) {
 	size := record.Position(s.size.Load())
 	verify := s.indexVerifier(fail, size)
 	if s.cfg.follow && !s.frozen.Load() {
@@ -119,6 +128,9 @@ func (s *segment) check(fail func(string, ...any), sealed bool) (record.Offset, 
 		batches++
 		if b.BaseOffset < next {
 			fail("%s: batch at %d has base offset %d, below %d", s.logPath(), b.Pos, b.BaseOffset, next)
+		}
+		if gapless && b.BaseOffset > next {
+			fail("hole: offsets %d to %d are missing before the batch at %d of %s (%v)", next, b.BaseOffset-1, b.Pos, s.logPath(), ErrHole)
 		}
 		if verify != nil {
 			verify.Batch(index.BatchOf(&b.BatchHeader, b.Pos))

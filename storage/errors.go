@@ -20,6 +20,13 @@ var (
 	// started. Kafka's consumer gets OffsetOutOfRange at this point.
 	ErrDeleted = errors.New("logfs/storage: records deleted by retention before they were read")
 
+	// ErrHole is returned by a read, and reported by Check, that reaches
+	// offsets missing from a gapless partition (a data directory of
+	// logfs's own, which never compacts: Options.Gaps): damage cut them
+	// out or emptied their segment (see package recovery). Reads from an
+	// offset after the hole work.
+	ErrHole = errors.New("logfs/storage: offsets missing from a partition that is never compacted")
+
 	// ErrRecordTooLarge is returned by an append holding a record whose
 	// single-record batch would exceed the topic's max.message.bytes or
 	// segment.bytes. Nothing of the append is written.
@@ -78,5 +85,5 @@ var (
 // as opposed to a bad request or an I/O failure.
 func IsCorruption(err error) bool {
 	return errors.Is(err, record.ErrCorrupt) || errors.Is(err, record.ErrTruncated) ||
-		errors.Is(err, record.ErrUnsupportedMagic) || errors.Is(err, record.ErrTooLarge)
+		errors.Is(err, record.ErrUnsupportedMagic) || errors.Is(err, record.ErrTooLarge) || errors.Is(err, ErrHole)
 }

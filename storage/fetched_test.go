@@ -47,7 +47,7 @@ func viewString(t testing.TB, p *Partition, from record.Offset) string {
 // start inside it.
 func TestAppendFetchedKeepsLeaderBatches(t *testing.T) {
 	dir := t.TempDir()
-	l := openLog(t, dir, Options{})
+	l := openLog(t, dir, Options{Gaps: true})
 	topic, err := l.CreateTopic("copy", 1, small("segment.bytes=200"))
 	require.NoError(t, err)
 	p, err := topic.Partition(0)
@@ -89,7 +89,7 @@ func TestAppendFetchedKeepsLeaderBatches(t *testing.T) {
 // readers of the old copy told so.
 func TestFetchedStartMovesAndReset(t *testing.T) {
 	dir := t.TempDir()
-	l := openLog(t, dir, Options{})
+	l := openLog(t, dir, Options{Gaps: true})
 	topic, err := l.CreateTopic("copy", 1, small("segment.bytes=200"))
 	require.NoError(t, err)
 	p, err := topic.Partition(0)
@@ -149,7 +149,7 @@ func TestFetchedCopyReopens(t *testing.T) {
 	require.NoError(t, p.ResetFetched(52, [][]byte{leaderBatch(t, 50, 4, "c"), leaderBatch(t, 54, 1, "c")}))
 	require.NoError(t, l.Close())
 
-	l2 := openLog(t, dir, Options{})
+	l2 := openLog(t, dir, Options{Gaps: true})
 	p2, err := l2.Partition("copy", 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 52, p2.StartOffset())
@@ -200,7 +200,7 @@ func TestPrependFetched(t *testing.T) {
 	require.EqualValues(t, 10, p.StartOffset())
 	require.NoError(t, l.Close())
 
-	l2 := openLog(t, dir, Options{})
+	l2 := openLog(t, dir, Options{Gaps: true})
 	p2, err := l2.Partition("copy", 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 10, p2.StartOffset())

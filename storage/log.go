@@ -62,6 +62,13 @@ type Options struct {
 	// replacements, truncations and the high watermark (see follow.go).
 	// Partitions created after Open are not followed.
 	Follow bool
+	// Gaps says the partitions may have offset gaps, as a compacted Kafka
+	// topic has, even though the data directory has no meta.properties (a
+	// follower copy, package kafka). Without it a directory with no
+	// meta.properties is logfs's own, which never compacts: a missing
+	// offset there is a hole (ErrHole), an error for Check and for the
+	// read that reaches it, not a gap to skip.
+	Gaps bool
 	// Isolation is what Views show (record files, consume): ReadCommitted,
 	// the zero value, as a read_committed Kafka consumer; or
 	// ReadUncommitted (see txn.go).
@@ -80,6 +87,8 @@ type Log struct {
 	logger   *slog.Logger
 	defaults Config
 	lock     io.Closer
+	// gapless says no partition may have an offset gap (see Options.Gaps).
+	gapless bool
 
 	mu     sync.RWMutex
 	topics map[string]*Topic // GUARDED_BY(mu)
@@ -199,6 +208,11 @@ func (l *Log) open() error {
 		recoveryPoints = map[recovery.TopicPartition]record.Offset{}
 	}
 	l.cleanOpen = clean
+	if _, err := fs.Stat(filepath.Join(l.dir, "meta.properties")); errors.Is(err, os.ErrNotExist) {
+		l.gapless = !l.opts.Gaps && !l.opts.Follow // a followed broker may compact
+	} else if err != nil {
+		return err
+	}
 	entries, err := fs.ReadDir(l.dir)
 	if err != nil {
 		return err
@@ -246,6 +260,7 @@ func (l *Log) open() error {
 			IndexConfig:   recovery.IndexConfig{IndexBytes: cfg.SegmentIndexBytes, IndexInterval: cfg.IndexIntervalBytes},
 			RecoveryPoint: offsetOr(recoveryPoints, tp, -1),
 			LogStart:      offsetOr(logStarts, tp, -1),
+			Gapless:       l.gapless,
 		}
 	}
 	if (!clean || l.opts.ForceRecovery) && len(parts) > 0 {
@@ -423,7 +438,7 @@ func (l *Log) openPartition(t *Topic, id int, dir string, st *recovery.Partition
 	p.start.Store(int64(st.LogStart))
 	p.end.Store(int64(st.NextOffset))
 	p.flushedTo.Store(int64(st.RecoveryPoint))
-	p.recovered = newRecoveryReport(&st.Report)
+	p.recovered = newRecoveryReport(&st.Report, l.opts.ReadOnly)
 	return p
 }
 

@@ -145,6 +145,10 @@ func (r *Reader) nextBatch() (*record.Batch, error) {
 				r.err = record.WithFile(err, r.seg.logPath())
 				return nil, r.err
 			}
+			if want := max(r.next, r.ended); b.BaseOffset > want && r.p.gapless() {
+				r.err = r.p.holeErr(want, b.BaseOffset, r.seg.logPath(), b.Pos)
+				return nil, r.err
+			}
 			r.ended, r.lastPos = b.NextOffset(), b.Pos
 			return b, nil
 		}
@@ -166,6 +170,10 @@ func (r *Reader) nextBatch() (*record.Batch, error) {
 		}
 		if next.seq != r.seg.seq+1 {
 			r.err = fmt.Errorf("%s after offset %d: %w", r.p, r.ended-1, ErrDeleted)
+			return nil, r.err
+		}
+		if want := max(r.next, r.ended); want < next.base && r.p.gapless() {
+			r.err = r.p.holeErr(want, next.base, next.logPath(), 0)
 			return nil, r.err
 		}
 		if !next.acquire() {
@@ -215,4 +223,13 @@ func (p *Partition) segmentAfter(base record.Offset) *segment {
 		return segs[i]
 	}
 	return nil
+}
+
+// gapless says the partition never has offset gaps (Options.Gaps).
+func (p *Partition) gapless() bool { return p.topic.log.gapless }
+
+// holeErr is the error of a read that wanted offset want and found the
+// next batch at base, in a gapless partition.
+func (p *Partition) holeErr(want, base record.Offset, file string, pos record.Position) error {
+	return fmt.Errorf("%s: offsets %d to %d are missing (next batch in %s at position %d): %w", p, want, base-1, file, pos, ErrHole)
 }

@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"path/filepath"
+
 	"github.com/logfs/logfs/record"
 	"github.com/logfs/logfs/recovery"
 )
@@ -10,24 +12,38 @@ import (
 type RecoveryReport struct {
 	// ScannedBytes is how much .log data was read to verify its batches.
 	ScannedBytes int64
-	// CutBytes counts the bytes from each scanned segment's first invalid
-	// batch to its end: cut from the file, or on a read-only open left in
-	// place and not read.
+	// CutBytes counts the invalid bytes cut out of (or off) the scanned
+	// segments, each range kept aside in a file beside its segment; on a
+	// read-only open, what a writable one would cut.
 	CutBytes int64
-	// Dropped lists the base offsets of the segments that followed a cut
-	// or a hole: removed, or on a read-only open left in place and not
-	// read.
+	// Dropped lists the base offsets of the segments set aside whole
+	// (renamed *.log.stray, never deleted): stray, misnamed or
+	// overlapping files, and segments past a loss above the recovery
+	// point; on a read-only open left in place and not read.
 	Dropped []record.Offset
+	// Lines says each damage found, one line each: the cuts (with where
+	// their bytes went), the segments set aside, the holes.
+	Lines []string
 }
 
 // newRecoveryReport sums what recovery reported for one partition.
-func newRecoveryReport(r *recovery.PartitionReport) RecoveryReport {
+func newRecoveryReport(r *recovery.PartitionReport, readOnly bool) RecoveryReport {
 	out := RecoveryReport{ScannedBytes: r.ScannedBytes}
+	would := ""
+	if readOnly {
+		would = "would "
+	}
+	name := filepath.Base(r.Dir)
 	for _, c := range r.Cuts {
 		out.CutBytes += c.Bytes
+		out.Lines = append(out.Lines, c.String(name, would))
 	}
 	for _, d := range r.Dropped {
 		out.Dropped = append(out.Dropped, d.Base)
+		out.Lines = append(out.Lines, d.String(name, would))
+	}
+	for _, h := range r.Holes {
+		out.Lines = append(out.Lines, h.String(name))
 	}
 	return out
 }
@@ -38,5 +54,6 @@ func newRecoveryReport(r *recovery.PartitionReport) RecoveryReport {
 func (p *Partition) Recovery() RecoveryReport {
 	r := p.recovered
 	r.Dropped = append([]record.Offset(nil), r.Dropped...)
+	r.Lines = append([]string(nil), r.Lines...)
 	return r
 }

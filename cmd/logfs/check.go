@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/storage"
 )
 
@@ -29,10 +27,15 @@ indexes, and the log start and end offsets. check only reads: it changes
 nothing and reports what the next writable open would cut (a torn tail after
 a crash is normal: opening the log cuts it).
 
---repair opens the directory writable and recovers every segment as after a
-crash: each log is cut at its first invalid byte, the segments after a cut
-are dropped, every index is rebuilt. It says what it cut, then verifies the
-result. Run it with no mount on the directory.
+--repair opens the directory writable and recovers every segment. It never
+deletes a batch that passes its checks: each range of bad bytes is copied to
+NAME.log.cut-FROM-TO beside its segment and cut out (or off, at the end), the
+rest of the segment and every later segment stay; stray, misnamed or
+overlapping .log files are renamed NAME.log.stray; every index is rebuilt.
+logfs never deletes the .cut-* and .stray files. It says what it did, one line
+each, then verifies the result: offsets lost from a directory logfs wrote
+(which never compacts) remain a hole that check reports. Run it with no mount
+on the directory.
 
 The exit status is 0 when everything checks out (after --repair: when the
 repaired directory does), 1 otherwise.`,
@@ -52,7 +55,7 @@ repaired directory does), 1 otherwise.`,
 				return err
 			}
 			if problems > 0 {
-				hint := "; logfs check --repair cuts each log at its first invalid byte"
+				hint := "; logfs check --repair cuts bad bytes out, keeping them aside"
 				if repair {
 					hint = ""
 				}
@@ -63,7 +66,7 @@ repaired directory does), 1 otherwise.`,
 	}
 	addDataFlag(cmd, &dir)
 	addDebugFlag(cmd, &debug)
-	cmd.Flags().BoolVar(&repair, "repair", false, "cut every log at its first invalid byte and rebuild the indexes")
+	cmd.Flags().BoolVar(&repair, "repair", false, "cut bad bytes out (kept aside in .cut files), set stray segments aside, rebuild the indexes")
 	return cmd
 }
 
@@ -82,17 +85,8 @@ func checkLog(w io.Writer, l *storage.Log, repaired bool) int {
 			partitions++
 			bytes += p.Size()
 			r := p.Recovery()
-			if r.CutBytes > 0 || len(r.Dropped) > 0 {
-				cut, drop := "would cut", "drop"
-				if repaired {
-					cut, drop = "cut", "dropped"
-				}
-				msg := fmt.Sprintf("%s: recovery %s %d invalid bytes", layout.PartitionDirName(name, p.ID()), cut, r.CutBytes)
-				if len(r.Dropped) > 0 {
-					n := len(r.Dropped)
-					msg += fmt.Sprintf(" and %s %d later segment%s (base offset%s %s)", drop, n, plural(n), plural(n), offsets(r.Dropped))
-				}
-				fmt.Fprintln(w, msg)
+			for _, line := range r.Lines {
+				fmt.Fprintln(w, line)
 				if !repaired {
 					problems++
 				}
@@ -112,14 +106,6 @@ func checkLog(w io.Writer, l *storage.Log, repaired bool) int {
 		fmt.Fprintf(w, "%s: %d topic%s, %d partition%s, %d bytes of log: OK\n", l.Dir(), len(l.Topics()), plural(len(l.Topics())), partitions, plural(partitions), bytes)
 	}
 	return problems
-}
-
-func offsets[T ~int64](s []T) string {
-	parts := make([]string, len(s))
-	for i, v := range s {
-		parts[i] = fmt.Sprint(int64(v))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // unjoin splits errors.Join trees into their leaves.

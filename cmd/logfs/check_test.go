@@ -46,21 +46,31 @@ func TestCheckTornTail(t *testing.T) {
 
 	r := logfs(t, dir, "", "check")
 	requireOneLineError(t, r, exitFailure, "1 problem in ./logfs-data (listed above); logfs check --repair")
-	require.Contains(t, r.stdout, "orders-0: recovery would cut 12 invalid bytes")
+	require.Contains(t, r.stdout, "orders-0: would cut "+filepath.Base(last))
+	require.Contains(t, r.stdout, "(12 bytes)")
 	st, err := os.Stat(last)
 	require.NoError(t, err)
 	require.Equal(t, "half a batch", tail(t, last, 12), "check must not change anything (size %d)", st.Size())
 
 	out := ok(t, dir, "", "check", "--repair")
-	require.Contains(t, out, "orders-0: recovery cut 12 invalid bytes")
+	require.Contains(t, out, "orders-0: cut "+filepath.Base(last))
+	require.Contains(t, out, "(12 bytes), kept in "+filepath.Base(last)+".cut-")
 	require.Contains(t, out, ": OK")
+	aside, err := filepath.Glob(last + ".cut-*")
+	require.NoError(t, err)
+	require.Len(t, aside, 1)
+	kept, err := os.ReadFile(aside[0])
+	require.NoError(t, err)
+	require.Equal(t, "half a batch", string(kept), "the torn tail is kept aside")
 	require.FileExists(t, filepath.Join(dir, "logfs-data", ".kafka_cleanshutdown"))
 	require.Contains(t, ok(t, dir, "", "check"), ": OK")
 	require.Equal(t, viewBytes(t, filepath.Join(dir, "logfs-data"), "orders", 0, 0, 0), ok(t, dir, "", "consume", "--offset", "0", "orders", "0"))
 }
 
 // TestCheckCorruptMiddle damages a batch of the second of several segments:
-// check names it; --repair cuts there and drops the later segments.
+// check names it; --repair cuts that batch out, keeps it aside and keeps
+// every later segment; the lost offsets are a hole that check (and a read
+// that reaches it) reports, and reads after it work.
 func TestCheckCorruptMiddle(t *testing.T) {
 	dir := setupConsume(t)
 	logs, err := filepath.Glob(filepath.Join(dir, "logfs-data", "orders-0", "*.log"))
@@ -77,12 +87,21 @@ func TestCheckCorruptMiddle(t *testing.T) {
 	require.Contains(t, r.stdout, "crc is")
 	requireOneLineError(t, r, exitFailure, "in ./logfs-data (listed above)")
 
-	out := ok(t, dir, "", "check", "--repair")
-	require.Regexp(t, `orders-0: recovery cut \d+ invalid bytes and dropped \d+ later segments? \(base offsets? \d+(, \d+)*\)`, out)
-	require.Contains(t, out, ": OK")
-	got := ok(t, dir, "", "consume", "--offset", "earliest", "orders", "0")
-	require.True(t, strings.HasPrefix(got, "value 0\nvalue 1\n"))
-	require.Less(t, strings.Count(got, "\n"), 200)
+	r = logfs(t, dir, "", "check", "--repair")
+	require.Equal(t, exitFailure, r.code, "the hole stays: %s", r.stdout)
+	require.Regexp(t, `orders-0: cut `+filepath.Base(logs[1])+` bytes \d+ to \d+ \(\d+ bytes\), kept in `+filepath.Base(logs[1])+`\.cut-\d+-\d+`, r.stdout)
+	require.Contains(t, r.stdout, "hole")
+	for _, l := range logs {
+		require.FileExists(t, l, "every segment stays")
+	}
+	got := logfs(t, dir, "", "consume", "--offset", "earliest", "orders", "0")
+	require.True(t, strings.HasPrefix(got.stdout, "value 0\nvalue 1\n"))
+	// A view that starts before the hole is not yet stopped at it (its
+	// size comes from the view index; docs/durability.md says so): only
+	// views from inside the hole and Readers fail there.
+	base := strings.TrimLeft(strings.TrimSuffix(filepath.Base(logs[2]), ".log"), "0")
+	after := ok(t, dir, "", "consume", "--offset", base, "orders", "0")
+	require.True(t, strings.HasPrefix(after, "value "+base+"\n"), "reads after the hole work: %q", after[:min(len(after), 40)])
 }
 
 func TestCheckErrors(t *testing.T) {
