@@ -56,7 +56,7 @@
 // A View renders records (Values: value and '\n'; JSONL: one object per
 // line) from an offset on, with an exact size and reads at any position.
 // Each segment keeps, per format, a sparse view index of rendered positions
-// (an entry every 32 KiB of rendering); the values one is kept by the
+// (an entry every 8 KiB of rendering); the values one is kept by the
 // appender and stored in <base>.viewindex when the segment seals or the log
 // closes, others are built on first use. The partition keeps the final
 // rendered size of each sealed segment, per format, as prefix sums, once a

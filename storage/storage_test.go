@@ -1114,3 +1114,67 @@ func TestViewReadAfterErrorRendersAgain(t *testing.T) {
 		})
 	}
 }
+
+// A values view index written with another interval between its entries
+// (an older logfs's 32 KiB, or a denser one) is read back and used as it
+// is: its entries are batch starts, right whatever the interval, so reads
+// anywhere match a sequential rendering, before and after the log grows
+// under the interval of now.
+func TestViewIndexSidecarOtherInterval(t *testing.T) {
+	now := viewInterval
+	defer func() { viewInterval = now }()
+	for _, old := range []int64{32 << 10, 1 << 10} {
+		t.Run(fmt.Sprintf("written every %d bytes", old), func(t *testing.T) {
+			viewInterval = old
+			dir := t.TempDir()
+			l, err := Open(dir, Options{Logger: testLogger(t)})
+			require.NoError(t, err)
+			top, _ := l.CreateTopic("t", 1, small("segment.bytes=400000"))
+			p, _ := top.Partition(0)
+			appendSome := func(n int) {
+				for i := 0; i < n; i++ {
+					recs := make([]Record, 64)
+					for j := range recs {
+						recs[j] = Record{Value: []byte(strings.Repeat(string(rune('a'+j%26)), 50+(i*7+j)%100))}
+					}
+					_, err := p.Append(recs)
+					require.NoError(t, err)
+				}
+			}
+			appendSome(80) // two segments: a sealed one and the active one
+			require.Greater(t, len(p.SegmentBases()), 1)
+			entries := func(p *Partition) []int {
+				var n []int
+				for _, s := range p.segments() {
+					vi := s.views.get(s, Values)
+					vi.mu.Lock()
+					n = append(n, len(vi.entries))
+					vi.mu.Unlock()
+				}
+				return n
+			}
+			written := entries(p)
+			require.NoError(t, l.Close())
+
+			viewInterval = now
+			l, err = Open(dir, Options{Logger: testLogger(t)})
+			require.NoError(t, err)
+			defer l.Close()
+			p, _ = l.Partition("t", 0)
+			require.Equal(t, written, entries(p), "the sidecars are used as they were written")
+			want := renderAll(t, p, Values, 0)
+			v, err := p.NewView(Values, 0)
+			require.NoError(t, err)
+			checkReads(t, v, want, rand.New(rand.NewSource(3)))
+			require.NoError(t, v.Close())
+
+			appendSome(40) // the active segment's index goes on at the interval of now
+			want = renderAll(t, p, Values, 0)
+			v, err = p.NewView(Values, 0)
+			require.NoError(t, err)
+			checkReads(t, v, want, rand.New(rand.NewSource(4)))
+			require.NoError(t, v.Close())
+			require.NoError(t, l.Check())
+		})
+	}
+}

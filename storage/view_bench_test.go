@@ -215,3 +215,51 @@ func TestViewMarksBounded(t *testing.T) {
 	require.Greater(t, innerBytes.Load(), before)
 	require.NoError(t, v.Close())
 }
+
+// BenchmarkViewPreadSmallBatches reads at random positions of one values
+// view from offset 0, on data in batches of 64 records (what `logfs bench`
+// writes): each read lands at a new position, renders from the view index
+// entry before it, and checks the batches it passes. read=8KiB is what an
+// unaligned 4 KiB pread through the page cache asks of the mount. With
+// marks=dropped, every read finds no marks (viewinner.go), as a first read
+// of a big batch does (64 records of 1 KiB make one).
+func BenchmarkViewPreadSmallBatches(b *testing.B) {
+	for _, size := range recordSizes {
+		for _, c := range []struct {
+			read int
+			drop bool
+		}{{4 << 10, false}, {8 << 10, false}, {8 << 10, true}} {
+			read := c.read
+			name := fmt.Sprintf("record=%dB/read=%dKiB", size, read>>10)
+			if c.drop {
+				name += "/marks=dropped"
+			}
+			b.Run(name, func(b *testing.B) {
+				d := getDataset(b, size, 64)
+				v, err := d.p.NewView(Values, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer v.Close()
+				total := d.records * int64(size+1)
+				rng := rand.New(rand.NewSource(3))
+				buf := make([]byte, read)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					at := rng.Int63n(total-int64(len(buf))) &^ 4095
+					if c.drop {
+						b.StopTimer()
+						for _, vi := range v.idx {
+							vi.dropInner()
+						}
+						b.StartTimer()
+					}
+					if n, err := v.ReadAt(buf, at); err != nil || n != len(buf) {
+						b.Fatal(n, err)
+					}
+				}
+			})
+		}
+	}
+}
