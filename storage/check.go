@@ -45,8 +45,10 @@ func (l *Log) CheckProgress(progress func(bytes int64)) error {
 func (p *Partition) Check() error { return p.check(nil) }
 
 func (p *Partition) check(progress func(bytes int64)) error {
+	resume, followErr := p.pauseFollow() // a followed log: caught up with its folder, and still while checked
+	defer resume()
 	segs := p.segments()
-	var errs []error
+	errs := []error{followErr}
 	fail := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrCheck, p, fmt.Sprintf(format, args...)))
 	}
@@ -113,9 +115,9 @@ func (p *Partition) check(progress func(bytes int64)) error {
 // every segment but an active one that took appends since it was opened.
 func (s *segment) check(fail func(string, ...any), sealed, gapless bool) (record.Offset, error) {
 	size := record.Position(s.size.Load())
-	verify := s.indexVerifier(fail, size)
-	if s.cfg.follow && !s.frozen.Load() {
-		verify = nil // a followed broker is writing its index files
+	var verify *index.Verifier
+	if !s.cfg.follow || s.frozen.Load() { // a followed broker is writing an active segment's index files
+		verify = s.indexVerifier(fail, size)
 	}
 	var dec record.Decoder
 	next := s.base

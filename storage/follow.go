@@ -303,6 +303,34 @@ func (p *Partition) listLogs() ([]logFile, error) {
 
 // refresh brings a followed partition up to date with its folder.
 func (p *Partition) refresh() error {
+	p.followMu.Lock()
+	defer p.followMu.Unlock()
+	return p.catchUp()
+}
+
+// pauseFollow brings a followed partition up to date with its folder and
+// keeps the follower from changing it until resume is called, for Check:
+// a follower learns of the broker's writes a little after they are made
+// (up to followMinGap, or FollowPoll for a missed event), and meanwhile
+// the broker's files hold bytes and index entries, a cleaner's copy or a
+// truncation, that the partition does not show yet. Checked against those
+// as they are now, a follower that is merely behind would be called
+// corrupt; and one that refreshed during the check would show Check two
+// states. err is what the refresh met (such as a bad batch the follower
+// stops before). On a log that is not followed it does nothing.
+func (p *Partition) pauseFollow() (resume func(), err error) {
+	if !p.topic.log.opts.Follow {
+		return func() {}, nil
+	}
+	p.followMu.Lock()
+	if err = p.catchUp(); errors.Is(err, ErrClosed) {
+		err = nil
+	}
+	return p.followMu.Unlock, err
+}
+
+// catchUp is refresh; the caller holds p.followMu.
+func (p *Partition) catchUp() error {
 	files, err := p.listLogs()
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -194,4 +195,82 @@ func TestFollowTransactions(t *testing.T) {
 	got, err := viewText(t, p, 0)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
+}
+
+// TestFollowCheckLagging: Check of a followed log whose follower has not
+// yet learnt what the broker did since, which is every followed log some of
+// the time (the follower refreshes a partition at most every followMinGap).
+// The broker appends the .log bytes and then the index entry pointing at
+// them (Kafka's order), so the active segment's index file can hold entries
+// past the log end the follower knows: not corruption, and not read by a
+// follower, which indexes in memory. A cleaner's copy or a truncation the
+// follower has not seen is not either: Check catches up first. Holding
+// p.followMu keeps the follower behind, as a busy machine does for a while.
+func TestFollowCheckLagging(t *testing.T) {
+	dir := t.TempDir()
+	b, err := broker.Create(dir, "f", 0, broker.Options{SegmentBytes: 1024, IndexInterval: 100})
+	require.NoError(t, err)
+	var want []string
+	write := func(n int) {
+		for i := 0; i < n; i++ {
+			v := fmt.Sprintf("r%d %s", len(want), strings.Repeat("x", len(want)%30))
+			_, err := b.Write(-1, false, v)
+			require.NoError(t, err)
+			want = append(want, v)
+		}
+	}
+	write(40)
+	_, p := followed(t, dir, ReadUncommitted)
+	segs := p.segments()
+	require.Greater(t, len(segs), 2)
+	checkSegments := func() error {
+		var errs []error
+		fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+		for i, s := range p.segments() {
+			_, err := s.check(fail, i < len(p.segments())-1, p.gapless())
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
+
+	// Appends to the active segment with index entries the follower has
+	// not published.
+	p.followMu.Lock()
+	known := p.EndOffset()
+	write(3)
+	err = checkSegments()
+	end := p.EndOffset()
+	p.followMu.Unlock()
+	require.NoError(t, err, "index entries of bytes the follower has not published yet")
+	require.Equal(t, known, end, "the follower published nothing meanwhile")
+
+	// A cleaner's copy of the oldest segment, and a truncation into a
+	// sealed one followed by new records, all unseen when Check starts.
+	p.followMu.Lock()
+	dropped := map[record.Offset]bool{}
+	err = b.Clean(0, func(bt *record.Batch) bool {
+		dropped[bt.BaseOffset] = bt.BaseOffset%2 == 1
+		return !dropped[bt.BaseOffset]
+	})
+	cut := segs[len(segs)-2].base + 2
+	if err == nil {
+		err = b.Truncate(cut)
+	}
+	if err == nil {
+		want = want[:cut]
+		write(3)
+	}
+	p.followMu.Unlock()
+	require.NoError(t, err)
+	require.NoError(t, p.Check())
+	require.Equal(t, b.End(), p.EndOffset(), "Check caught up")
+	var kept strings.Builder
+	for i, v := range want {
+		if !dropped[record.Offset(i)] {
+			kept.WriteString(v + "\n")
+		}
+	}
+	got, err := viewText(t, p, 0)
+	require.NoError(t, err)
+	require.Equal(t, kept.String(), got)
 }

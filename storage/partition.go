@@ -29,7 +29,8 @@ type Record struct {
 // Partition is one partition of a topic: an ordered list of segments, the
 // last of which takes appends.
 //
-// Lock order: Partition.mu, then Partition.flushMu, then segment.idxMu.
+// Lock order: Partition.followMu, then Partition.mu, then Partition.flushMu,
+// then segment.idxMu.
 // Readers take none of them: they load the segment list and the offsets
 // from atomics, which appends store after the bytes they describe.
 type Partition struct {
@@ -57,6 +58,7 @@ type Partition struct {
 	recovered RecoveryReport // set once by Open, read-only after
 	txn       txnState       // read_committed's replay of producer state (see txn.go)
 	hw        atomic.Int64   // a followed broker's high watermark, -1 unknown (follow.go)
+	followMu  sync.Mutex     // a followed partition's refresh, and Check meanwhile (follow.go)
 	sizes     sizeCache      // final view sizes of sealed segments (viewsizes.go)
 	// sized counts the segments whose view size a View worked out itself
 	// rather than took from sizes: tests check it stays once a segment.
