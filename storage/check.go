@@ -73,16 +73,19 @@ func (p *Partition) check(progress func(bytes int64)) error {
 		var segNext record.Offset
 		var err error
 		if i == len(segs)-1 {
-			// The active segment: no append meanwhile, and whether its
-			// time index has its final entry is the appender's state.
+			// The active segment: no append meanwhile. Its time index has
+			// its final entry when a roll sealed it since segs was taken,
+			// or when the directory was shut down cleanly and nothing was
+			// appended to it since (index.Sealed); after a crash it lacks
+			// it, as Kafka's does.
 			p.mu.Lock()
-			segNext, err = s.check(fail, !s.writable, gapless)
+			segNext, err = s.check(fail, p.sealed(s), gapless)
 			// A roll since segs was taken: the log end lies in a segment
 			// this check did not read.
 			logEnd, endSeen = p.EndOffset(), p.active() == s
 			p.mu.Unlock()
 		} else {
-			segNext, err = s.check(fail, true, gapless)
+			segNext, err = s.check(fail, p.sealed(s), gapless)
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -108,9 +111,20 @@ func (p *Partition) check(progress func(bytes int64)) error {
 	return errors.Join(errs...)
 }
 
+// sealed reports whether segment s's time index must have its final
+// entry (index.Sealed): s is not the active segment, or the directory was
+// shut down cleanly and s took no append since it was opened. For the
+// active segment the caller holds p.mu (the appender sets s.writable).
+func (p *Partition) sealed(s *segment) bool {
+	if p.active() != s {
+		return index.Sealed(false, false)
+	}
+	return index.Sealed(true, p.topic.log.shutDownCleanly && !s.writable)
+}
+
 // check verifies one segment and returns the offset after its last batch
-// (0 when it has none). sealed says its time index has its final entry:
-// every segment but an active one that took appends since it was opened.
+// (0 when it has none). sealed says its time index has its final entry
+// (Partition.sealed).
 func (s *segment) check(fail func(string, ...any), sealed, gapless bool) (record.Offset, error) {
 	size := record.Position(s.size.Load())
 	verify := s.indexVerifier(fail, size)
