@@ -333,10 +333,33 @@ func (v *Verifier) Batch(b Batch) {
 // the final-entry rule.
 func (v *Verifier) Stop() { v.stopped = true }
 
+// Sealed reports whether a segment's time index must end with its final
+// entry, the segment's largest timestamp: whether Finish applies the
+// sealed rules. Kafka writes that entry only when a segment stops being
+// the active one (LogSegment.onBecomeInactiveSegment, on roll, before the
+// next segment is created) and when the log closes (LogSegment.close, on
+// a clean shutdown, before .kafka_cleanshutdown is written); logfs does the
+// same. So:
+//
+//   - a segment that is not its partition's last one was rolled: sealed
+//     (a process killed at any point keeps the entry, written through the
+//     mapping before the next segment exists);
+//   - the last one is sealed only when closedCleanly: its directory had
+//     .kafka_cleanshutdown when it was opened and nothing was appended to
+//     the segment since. After a crash (a broker or a logfs killed with
+//     -9) the active segment's time index lacks the entry; that is the
+//     state Kafka leaves, not damage, and Kafka's own load accepts it.
+//
+// A sealed time index cut at an entry boundary breaks the rule (lookups by
+// time would skip the segment); an unsealed one is judged by its entries.
+// Storage's Check, the first-use check of a segment's indexes, and
+// `logfs dump --verify` all decide by this.
+func Sealed(last, closedCleanly bool) bool { return !last || closedCleanly }
+
 // Finish ends the log and returns what broke the rules, one
 // *CorruptError per entry at fault (the first max of them), or nil.
 // sealed applies the rules of a segment whose time index got its final
-// entry.
+// entry (see Sealed).
 func (v *Verifier) Finish(sealed bool, max int) []error {
 	if v.stopped {
 		return v.cap(max)

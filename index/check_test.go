@@ -311,3 +311,32 @@ func TestTimeEntryScan(t *testing.T) {
 		})
 	}
 }
+
+// TestSealedRule: the final time entry is required of every segment but
+// the last, and of the last only after a clean shutdown; a Verifier then
+// reports a time index that lacks it, and otherwise does not.
+func TestSealedRule(t *testing.T) {
+	require.True(t, Sealed(false, false), "a rolled segment")
+	require.True(t, Sealed(false, true))
+	require.False(t, Sealed(true, false), "the active segment after a crash")
+	require.True(t, Sealed(true, true), "the last segment of a cleanly closed log")
+
+	// Two batches; the time index has the first one's entry only.
+	batches := []Batch{{Pos: 0, Base: 0, Last: 9, MaxTimestamp: 100}, {Pos: 500, Base: 10, Last: 19, MaxTimestamp: 200}}
+	tim := []TimeEntry{{Timestamp: 100, Offset: 9}}
+	for _, last := range []bool{false, true} {
+		for _, clean := range []bool{false, true} {
+			v := NewVerifier("x.index", nil, "x.timeindex", tim, 0)
+			for _, b := range batches {
+				v.Batch(b)
+			}
+			errs := v.Finish(Sealed(last, clean), 10)
+			if Sealed(last, clean) {
+				require.Len(t, errs, 1, "last=%v clean=%v", last, clean)
+				require.ErrorContains(t, errs[0], ruleTimeFinal)
+			} else {
+				require.Empty(t, errs, "last=%v clean=%v", last, clean)
+			}
+		}
+	}
+}

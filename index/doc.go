@@ -135,7 +135,9 @@
 // 2.0-3.9 by its largest, 4.0 by each batch's last); a time entry (T, O)
 // holds the largest timestamp up to O, first reached at or after where a
 // lookup of O starts; a sealed segment's time index ends with the
-// segment's largest timestamp. Storage's Check, `logfs dump --verify` and
+// segment's largest timestamp (Sealed says which are sealed: every segment
+// but the last, and the last after a clean shutdown; after a crash the
+// active segment's lacks that entry, as Kafka leaves it). Storage's Check, `logfs dump --verify` and
 // recovery run it over every entry; storage runs it over the last entries
 // when it first uses a segment's indexes; lookups check the entry they use
 // against the batches they walk (CheckEntryStart, TimeEntryScan). Files

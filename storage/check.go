@@ -18,7 +18,12 @@ var ErrCheck = errors.New("logfs/storage: check failed")
 func (l *Log) Check() error { return l.CheckProgress(nil) }
 
 // CheckProgress is Check that calls progress, if not nil, with the .log
-// bytes of each segment once it is checked (logfs check's progress bar).
+// bytes checked since its last call: every checkProgressStep bytes of a
+// segment's scan and at the end of each segment, so that a check of one
+// big segment moves (logfs check's progress bar and log lines). The
+// calls add up to the bytes of every segment checked. progress must not
+// block: it may run under a partition's lock (the active segment's check
+// holds it against appends).
 func (l *Log) CheckProgress(progress func(bytes int64)) error {
 	var errs []error
 	for _, name := range l.Topics() {
@@ -75,16 +80,19 @@ func (p *Partition) check(progress func(bytes int64)) error {
 		var segNext record.Offset
 		var err error
 		if i == len(segs)-1 {
-			// The active segment: no append meanwhile, and whether its
-			// time index has its final entry is the appender's state.
+			// The active segment: no append meanwhile. Its time index has
+			// its final entry when a roll sealed it since segs was taken,
+			// or when the directory was shut down cleanly and nothing was
+			// appended to it since (index.Sealed); after a crash it lacks
+			// it, as Kafka's does.
 			p.mu.Lock()
-			segNext, err = s.check(fail, !s.writable, gapless)
+			segNext, err = s.check(fail, p.sealed(s), gapless, progress)
 			// A roll since segs was taken: the log end lies in a segment
 			// this check did not read.
 			logEnd, endSeen = p.EndOffset(), p.active() == s
 			p.mu.Unlock()
 		} else {
-			segNext, err = s.check(fail, true, gapless)
+			segNext, err = s.check(fail, p.sealed(s), gapless, progress)
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -93,9 +101,6 @@ func (p *Partition) check(progress func(bytes int64)) error {
 			next, end = segNext, segNext
 		} else {
 			end = max(end, s.base)
-		}
-		if progress != nil {
-			progress(s.size.Load())
 		}
 		s.release()
 	}
@@ -110,11 +115,28 @@ func (p *Partition) check(progress func(bytes int64)) error {
 	return errors.Join(errs...)
 }
 
+// sealed reports whether segment s's time index must have its final
+// entry (index.Sealed): s is not the active segment, or the directory was
+// shut down cleanly and s took no append since it was opened. For the
+// active segment the caller holds p.mu (the appender sets s.writable).
+func (p *Partition) sealed(s *segment) bool {
+	if p.active() != s {
+		return index.Sealed(false, false)
+	}
+	return index.Sealed(true, p.topic.log.shutDownCleanly && !s.writable)
+}
+
 // check verifies one segment and returns the offset after its last batch
-// (0 when it has none). sealed says its time index has its final entry:
-// every segment but an active one that took appends since it was opened.
-func (s *segment) check(fail func(string, ...any), sealed, gapless bool) (record.Offset, error) {
+// (0 when it has none). sealed says its time index has its final entry
+// (Partition.sealed). progress, if not nil, gets the bytes scanned as
+// CheckProgress says; its calls add up to the size checked, whatever the
+// scan finds.
+func (s *segment) check(fail func(string, ...any), sealed, gapless bool, progress func(int64)) (record.Offset, error) {
 	size := record.Position(s.size.Load())
+	reported := record.Position(0)
+	if progress != nil {
+		defer func() { progress(int64(size - reported)) }()
+	}
 	var verify *index.Verifier
 	if !s.cfg.follow || s.frozen.Load() { // a followed broker is writing an active segment's index files
 		verify = s.indexVerifier(fail, size)
@@ -128,6 +150,10 @@ func (s *segment) check(fail func(string, ...any), sealed, gapless bool) (record
 	for sc.Next() {
 		b := sc.Batch()
 		batches++
+		if progress != nil && b.Pos-reported >= checkProgressStep {
+			progress(int64(b.Pos - reported))
+			reported = b.Pos
+		}
 		if b.BaseOffset < next {
 			fail("%s: batch at %d has base offset %d, below %d", s.logPath(), b.Pos, b.BaseOffset, next)
 		}
@@ -194,6 +220,11 @@ func (s *segment) check(fail func(string, ...any), sealed, gapless bool) (record
 	}
 	return next, nil
 }
+
+// checkProgressStep is how many bytes of a segment Check scans between
+// two calls of its progress function: at the few hundred MiB/s a check
+// runs, several calls a second, and few enough to cost nothing.
+var checkProgressStep record.Position = 4 << 20
 
 // maxIndexProblems bounds how many entries at fault Check lists per
 // segment.

@@ -227,7 +227,7 @@ func TestFollowCheckLagging(t *testing.T) {
 		var errs []error
 		fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 		for i, s := range p.segments() {
-			_, err := s.check(fail, i < len(p.segments())-1, p.gapless())
+			_, err := s.check(fail, i < len(p.segments())-1, p.gapless(), nil)
 			errs = append(errs, err)
 		}
 		return errors.Join(errs...)

@@ -103,6 +103,11 @@ type Log struct {
 	// opened: with no producer snapshot, Kafka then takes producer state
 	// as empty at the log end (see txnState.load).
 	cleanOpen bool
+	// shutDownCleanly says .kafka_cleanshutdown was there when the
+	// directory was opened (whatever the checkpoints): every log was
+	// closed, so each last segment's time index has its final entry
+	// (index.Sealed).
+	shutDownCleanly bool
 
 	// settingsMu serialises writes of topic settings files: they share
 	// one temporary file (see writeTopicFile).
@@ -201,6 +206,7 @@ func (l *Log) open() error {
 			return err
 		}
 	}
+	l.shutDownCleanly = clean
 	recoveryPoints := l.readCheckpoint(layout.RecoveryPointFile)
 	logStarts := l.readCheckpoint(layout.LogStartFile)
 	if recoveryPoints == nil {

@@ -803,7 +803,8 @@ func verifyIndexFile(path string, log logBatches) []error {
 		if err != nil {
 			return []error{err}
 		}
-		sealed = len(tim)*index.TimeEntrySize == len(timeData)
+		// A zero tail: an active segment's preallocated file.
+		sealed = len(tim)*index.TimeEntrySize == len(timeData) && timeIndexSealed(path, base)
 		v = index.NewVerifier(offPath, nil, path, tim, 0)
 	} else if offErr != nil {
 		return []error{offErr}
@@ -815,6 +816,27 @@ func verifyIndexFile(path string, log logBatches) []error {
 		v.Stop()
 	}
 	return v.Finish(sealed, 100)
+}
+
+// timeIndexSealed applies index.Sealed to the time index at path of the
+// segment at base, as storage's Check does for an open log: its segment is
+// not the last .log of its partition folder, or the data directory above
+// the folder was shut down cleanly (.kafka_cleanshutdown; nothing appends
+// while a tool reads it offline). A file dumped alone, with no .log after
+// it and no marker, is judged as an active segment's.
+func timeIndexSealed(path string, base record.Offset) bool {
+	dir := filepath.Dir(path)
+	last := true
+	if entries, err := os.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			if b, suffix, ok := layout.ParseSegmentFileName(e.Name()); ok && suffix == layout.LogSuffix && b > base {
+				last = false
+				break
+			}
+		}
+	}
+	_, err := os.Stat(filepath.Join(filepath.Dir(dir), layout.CleanShutdownFile))
+	return index.Sealed(last, err == nil)
 }
 
 // dumpTxnIndex prints a .txnindex (DLS:97-103).
