@@ -856,11 +856,15 @@ func (v *View) scanned(i int) (*record.Batch, error) {
 
 // segmentLimit returns the base offset of the segment after segs[i], or
 // math.MaxInt64 while segs[i] is the newest (looked up again then, as it
-// may have rolled).
+// may have rolled). The view's own next segment when it pinned one: once
+// segs[i] is evicted, the partition's segment after its base may be one
+// a follower copy prepended since, below the one that followed it.
 func (v *View) segmentLimit(i int) record.Offset {
 	if v.limitSeg != i || v.limit == math.MaxInt64 {
 		v.limitSeg, v.limit = i, math.MaxInt64
-		if next := v.p.segmentAfter(v.segs[i].base); next != nil {
+		if i+1 < len(v.segs) {
+			v.limit = v.segs[i+1].base
+		} else if next := v.p.segmentAfter(v.segs[i].base); next != nil {
 			v.limit = next.base
 		}
 	}
