@@ -269,7 +269,7 @@ func (tx *appendTx) roll(base record.Offset) (*txSegment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("roll %s at offset %d: %w", p, base, err)
 	}
-	s.seq = old.s.seq + 1
+	s.seq, s.layout = old.s.seq+1, old.s.layout
 	ts := &txSegment{s: s, created: true, maxTS: record.NoTimestamp, maxTSOffset: base, ready: true}
 	tx.segs = append(tx.segs, ts)
 	old.sealing = true

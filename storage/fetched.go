@@ -89,6 +89,8 @@ func (p *Partition) ResetFetched(start record.Offset, batches [][]byte) error {
 	// One sequence number skipped: a view that holds the old segments sees
 	// a gap after them and ends with ErrDeleted instead of going on here.
 	seg.seq = old[len(old)-1].seq + 2
+	p.layouts++
+	seg.layout = p.layouts
 	p.start.Store(int64(base))
 	p.end.Store(int64(base))
 	p.flushedTo.Store(int64(base))
@@ -375,9 +377,13 @@ func (pp *Prepend) Commit() error {
 		}
 		return err
 	}
+	// The numbers below the first may be those of segments evicted
+	// before: a new layout tells them apart.
+	p.layouts++
 	for i, s := range pp.segs {
 		s.frozen.Store(true)
 		s.seq = pp.first.seq - uint64(len(pp.segs)-i) // wraps: views only compare neighbours
+		s.layout = p.layouts
 	}
 	p.setSegments(append(slices.Clone(pp.segs), segs...))
 	p.start.Store(int64(pp.start))

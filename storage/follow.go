@@ -380,7 +380,7 @@ func (p *Partition) catchUp() error {
 			if err != nil {
 				return err
 			}
-			ns.seq = s.seq
+			ns.seq, ns.layout = s.seq, s.layout
 			if i == len(segs)-1 {
 				ns.frozen.Store(false)
 			}
@@ -419,7 +419,7 @@ func (p *Partition) catchUp() error {
 			if err != nil {
 				return err
 			}
-			ns.seq = last.seq
+			ns.seq, ns.layout = last.seq, last.layout
 			ns.frozen.Store(false)
 			last.cutAt(same)
 			last.release()
@@ -443,7 +443,7 @@ func (p *Partition) catchUp() error {
 		if err != nil {
 			return err
 		}
-		ns.seq = last.seq + 1
+		ns.seq, ns.layout = last.seq+1, last.layout
 		ns.frozen.Store(false)
 		segs = append(segs, ns)
 		last = ns

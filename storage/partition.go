@@ -48,6 +48,9 @@ type Partition struct {
 	builder record.Builder
 	failed  error // set when a failed append could not be undone
 	closed  bool
+	// layouts counts the layouts given out (segment.layout): a follower
+	// copy's reset or growing backwards takes the next.
+	layouts uint64
 
 	flushMu    sync.Mutex   // one flush at a time; later callers ride on it
 	flushedTo  atomic.Int64 // recovery point: every offset below is durable

@@ -26,12 +26,18 @@ type segment struct {
 	// seq numbers the partition's segments in order, one apart, as they
 	// were opened or rolled: a reader that finds the next segment more
 	// than one on knows that retention deleted some it had not read.
-	seq  uint64
-	dir  string
-	stem string // dir/<base>: the files' path without a suffix
-	fs   vfs.FS
-	log  vfs.File
-	cfg  *segmentConfig
+	seq uint64
+	// layout says which numbering seq belongs to: a follower copy that
+	// grows backwards or is reset numbers new segments with numbers that
+	// segments it dropped had, and gives them a new layout (see
+	// Partition.layouts); a rolled segment keeps its predecessor's. The
+	// cached view sizes (sizeRun) name segments by layout and number.
+	layout uint64
+	dir    string
+	stem   string // dir/<base>: the files' path without a suffix
+	fs     vfs.FS
+	log    vfs.File
+	cfg    *segmentConfig
 
 	// idxMu guards the index handles themselves, which are replaced when
 	// the active segment's indexes are opened for writing or rebuilt.

@@ -253,18 +253,33 @@ func (v *View) sized(gen uint64) int {
 	}
 	seq0, n := v.segs[0].seq, uint64(len(v.segs))
 	r := v.run
-	if r == nil || r.gen != gen || r.first+uint64(r.count()) < seq0+n {
-		if nr := v.p.sizes.run(v.format, gen); nr != nil && nr.first <= seq0 && (r == nil || r.gen != gen || nr.count() > r.count()) {
+	if d, ok := runAt(r, seq0); r == nil || r.gen != gen || !ok || uint64(r.count())-d < n {
+		if nr := v.p.sizes.run(v.format, gen, v.segs[0].layout); nr != nil && covers(nr, seq0) && (r == nil || r.gen != gen || nr.count() > r.count()) {
 			r = nr
 		} else if r != nil && r.gen != gen {
 			r = nil
 		}
 		v.run = r
 	}
-	if r == nil || r.first > seq0 || r.first+uint64(r.count()) <= seq0 {
+	d, ok := runAt(r, seq0)
+	if r == nil || !ok || d == uint64(r.count()) {
 		return 0
 	}
-	return int(min(n, r.first+uint64(r.count())-seq0))
+	return int(min(n, uint64(r.count())-d))
+}
+
+// runAt is r.at(seq), false for no run.
+func runAt(r *sizeRun, seq uint64) (uint64, bool) {
+	if r == nil {
+		return 0, false
+	}
+	return r.at(seq)
+}
+
+// covers reports whether r holds the size of segment number seq.
+func covers(r *sizeRun, seq uint64) bool {
+	d, ok := r.at(seq)
+	return ok && d < uint64(r.count())
 }
 
 // runStart returns the rendered bytes of segs[:k], whose sizes v.run
@@ -310,11 +325,12 @@ func (v *View) publishSizes(gen uint64, m int, done []int64) {
 	if len(done) == 0 {
 		return
 	}
-	oldest := v.segs[m].seq
-	if segs := v.p.segments(); len(segs) > 0 {
-		oldest = min(oldest, segs[0].seq)
+	s0 := v.segs[m]
+	oldest := s0.seq // the sizes of segments numbered below go
+	if segs := v.p.segments(); len(segs) > 0 && segs[0].layout == v.segs[0].layout {
+		oldest = segs[0].seq
 	}
-	v.p.sizes.publish(v.format, gen, oldest, v.segs[m].seq, done)
+	v.p.sizes.publish(v.format, gen, v.segs[0].layout, oldest, s0.seq, done)
 }
 
 // ViewSize returns the current size of a view of format f from offset
@@ -363,11 +379,16 @@ func (v *View) sizeAcross() (n int64, stopped, ok bool, err error) {
 	if last.seq-s0.seq != uint64(len(segs)-1-j) {
 		return 0, false, false, nil // a gap retention left
 	}
-	r := v.p.sizes.run(v.format, s0.holesLearned())
-	if r == nil || r.first > s0.seq || r.first+uint64(r.count()) < last.seq {
+	r := v.p.sizes.run(v.format, s0.holesLearned(), s0.layout)
+	if r == nil {
 		return 0, false, false, nil
 	}
-	between := r.cum[last.seq-r.first] - r.cum[s0.seq-r.first]
+	d0, ok := r.at(s0.seq)
+	dl := d0 + (last.seq - s0.seq)
+	if !ok || dl > uint64(r.count()) {
+		return 0, false, false, nil
+	}
+	between := r.cum[dl] - r.cum[d0]
 	lv, err := v.p.NewView(v.format, last.base)
 	if err != nil {
 		return 0, false, false, nil // retention got there first: sum them
@@ -856,11 +877,15 @@ func (v *View) scanned(i int) (*record.Batch, error) {
 
 // segmentLimit returns the base offset of the segment after segs[i], or
 // math.MaxInt64 while segs[i] is the newest (looked up again then, as it
-// may have rolled).
+// may have rolled). The view's own next segment when it pinned one: once
+// segs[i] is evicted, the partition's segment after its base may be one
+// a follower copy prepended since, below the one that followed it.
 func (v *View) segmentLimit(i int) record.Offset {
 	if v.limitSeg != i || v.limit == math.MaxInt64 {
 		v.limitSeg, v.limit = i, math.MaxInt64
-		if next := v.p.segmentAfter(v.segs[i].base); next != nil {
+		if i+1 < len(v.segs) {
+			v.limit = v.segs[i+1].base
+		} else if next := v.p.segmentAfter(v.segs[i].base); next != nil {
 			v.limit = next.base
 		}
 	}
