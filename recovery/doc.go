@@ -53,13 +53,17 @@
 //     name; in a gapless partition, PartitionOptions.Gapless, anything but
 //     the name) or whose base is below where the segment before ends is
 //     set aside: renamed NAME.log.stray, its indexes removed;
-//     - a loss (a bad range, or missing offsets between two segments)
-//     whose first offset lies at or above both the recovery point and the
-//     log start was never durable: a crash tore the tail. The segment is
-//     cut there, and every later segment is set aside;
+//     - a loss whose offsets reach at or above both the recovery point and
+//     the log start was never durable there: a crash tore the tail. A bad
+//     range whose first offset lies there: the segment is cut at it, and
+//     every later segment is set aside. Missing offsets between two
+//     segments any of which lies there (a crash lost the end of a segment,
+//     or a whole one, and kept a later file): the later segment and every
+//     one after it are set aside, and the log ends where the earlier one
+//     ends;
 //     - a bad range below that is damage: it is cut out and the rest kept.
-//     A gap between segments there is Kafka's compaction, or in a gapless
-//     partition a hole (PartitionReport.Holes).
+//     A gap between segments entirely below is Kafka's compaction, or in a
+//     gapless partition a hole (PartitionReport.Holes).
 //     The bytes of every range cut are first copied to
 //     layout.CutFileName ("NAME.log.cut-FROM-TO", not when all zero) and
 //     the folder fsynced; a range at the end is then cut off (truncate,

@@ -257,13 +257,16 @@ func (l *loader) recoverSegments(files *segmentFiles, bases []record.Offset) err
 			continue
 		}
 		if havePrev && base > prevNext {
-			if prevNext >= explained {
-				// Offsets from prevNext on were never durable: a crash lost
-				// them (the end of a segment, or a whole one, whose
-				// successor survived). The log ends at prevNext.
+			if base > explained {
+				// Offsets from max(prevNext, explained) to base were never
+				// durable: a crash lost them (the end of a segment, or a
+				// whole one, whose successor survived), whatever part of
+				// the gap lies below. A segment past them is not part of
+				// the log, which ends at prevNext.
 				p.close()
 				discard(i)
-				why := fmt.Sprintf("offsets %d to %d before it are missing and were never durable (above the recovery point %d): the log ends at %d", prevNext, base-1, o.RecoveryPoint, prevNext)
+				why := fmt.Sprintf("offsets %d to %d before it are missing and were never durable (at or above the recovery point %d and the log start %d): the log ends at %d",
+					max(prevNext, explained), base-1, o.RecoveryPoint, o.LogStart, prevNext)
 				return l.setAside(files, bases[i:], why)
 			}
 			l.holeBetween(prevNext, base, fmt.Sprintf("missing between segment %d, which ends at %d, and segment %d", prevSegBase(l.st), prevNext, base))
