@@ -74,3 +74,53 @@ func TestCrashGapAcrossLogStart(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashLostFirstSegments: a crash after retention made segment 2 the
+// log start kept none of the files from it on but a later segment's (the
+// k=843 state of TestCrashLoop/Reorder): the later segments are set aside
+// and the log is empty at the log start, which never moves past the
+// checkpoint. Without a log start checkpoint the segments stay.
+func TestCrashLostFirstSegments(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		logStart bool
+	}{{"withLogStart", true}, {"noLogStart", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := buildPartition(t, 120)
+			require.Greater(t, len(b.segs), 4)
+			for i := 0; i < 4; i++ {
+				for _, suf := range []string{layout.LogSuffix, layout.IndexSuffix, layout.TimeIndexSuffix} {
+					require.NoError(t, os.Remove(b.path(i, suf)))
+				}
+			}
+			removeMarker(t, b.data)
+			ls, rp := record.Offset(-1), b.segs[2].base-1
+			if tc.logStart {
+				ls = b.segs[2].base
+			}
+			st, err := recovery.LoadPartition(recovery.PartitionOptions{FS: vfs.Default, Dir: b.dir,
+				RecoveryPoint: rp, LogStart: ls, Gapless: true, Logger: testLogger(),
+				IndexConfig: recovery.IndexConfig{IndexBytes: 4096, IndexInterval: 200}})
+			require.NoError(t, err)
+			rep := st.Report
+			if !tc.logStart {
+				require.Empty(t, rep.Dropped)
+				require.Equal(t, b.segs[4].base, st.Segments[0].Base)
+				require.Equal(t, b.end, st.NextOffset)
+				return
+			}
+			var dropped []record.Offset
+			for _, d := range rep.Dropped {
+				dropped = append(dropped, d.Base)
+				require.FileExists(t, d.AsideAs, "set aside, never deleted")
+			}
+			var want []record.Offset
+			for _, s := range b.segs[4:] {
+				want = append(want, s.base)
+			}
+			require.Equal(t, want, dropped)
+			require.Equal(t, ls, st.NextOffset, "the log is empty at the log start")
+			require.Equal(t, ls, st.LogStart)
+		})
+	}
+}

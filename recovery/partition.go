@@ -256,6 +256,21 @@ func (l *loader) recoverSegments(files *segmentFiles, bases []record.Offset) err
 			}
 			continue
 		}
+		if !havePrev && len(l.st.Segments) == 0 && o.Gapless && o.LogStart > 0 && base > explained {
+			// The first segment of a partition that is never compacted
+			// starts past its log start: the segments from the log start
+			// on (retention had made one of them the first) never reached
+			// the disk, and neither did anything after the recovery
+			// point. This segment and the later ones are not part of the
+			// log, which is empty at the log start (the k=843 state of
+			// TestCrashLoop/Reorder). Without a log start checkpoint
+			// nothing says where the log began: the segment is kept.
+			p.close()
+			discard(i)
+			why := fmt.Sprintf("offsets %d to %d before it, the first of the log, are missing and were never durable (at or above the recovery point %d and the log start %d): the log is empty at %d",
+				explained, base-1, o.RecoveryPoint, o.LogStart, explained)
+			return l.setAside(files, bases[i:], why)
+		}
 		if havePrev && base > prevNext {
 			if base > explained {
 				// Offsets from max(prevNext, explained) to base were never
