@@ -220,6 +220,7 @@ func (v *View) total(i int) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
+		v.gapAtEnd(i)
 		t, err := vi.renderedAt(s, sh.end)
 		if err != nil {
 			return 0, err
@@ -234,12 +235,28 @@ func (v *View) total(i int) (int64, error) {
 	if err := vi.extend(s, size, v.segmentLimit(i)); err != nil {
 		return 0, err
 	}
+	v.gapAtEnd(i)
 	_, t := vi.snapshot()
 	v.reach[i] = max(v.reach[i], size)
 	if frozen {
 		v.totals[i] = t
 	}
 	return t, nil
+}
+
+// gapAtEnd lets the index of segs[i], a sealed segment of a gapless
+// partition, learn a hole at its end: offsets missing before the segment
+// that follows it (viewIndex.gapAtEnd). A segment that follows it past
+// segments retention deleted is no hole: the view ends there with
+// ErrDeleted (refresh).
+func (v *View) gapAtEnd(i int) {
+	s := v.segs[i]
+	if !s.gapless() || !s.frozen.Load() {
+		return
+	}
+	if next := v.p.segmentAfter(s.base); next != nil && next.seq == s.seq+1 {
+		v.idx[i].gapAtEnd(s, next.base)
+	}
 }
 
 // sized returns how many of the view's first segments the partition's
@@ -914,7 +931,7 @@ func (v *View) Close() error {
 // does not silently begin at a later offset. It costs a seek and the read
 // of one batch header, only in a gapless partition and below the log end.
 // A view that runs into a hole further on stops there as at bad bytes: its
-// view index knows the hole (viewIndex.gapLocked, gapAtEndLocked).
+// view index knows the hole (viewIndex.gapLocked, gapAtEnd).
 func (p *Partition) refuseHole(start record.Offset) error {
 	if !p.gapless() || start >= p.EndOffset() {
 		return nil

@@ -177,3 +177,34 @@ func checkViewsStopAtHoles(t *testing.T, damage string, sidecar bool, iso Isolat
 		require.ErrorContains(t, l.Check(), "hole")
 	}
 }
+
+// TestViewRetentionGapIsNoHole: in a gapless partition, segments that
+// retention deleted before a view pinned them are no hole: a view opened
+// on an empty partition reads the segment it pinned, then gets
+// ErrDeleted, never ErrHole (the next segment left starts past the
+// pinned one's end, but not right after it).
+func TestViewRetentionGapIsNoHole(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, small("segment.bytes=300", "retention.bytes=0", "retention.ms=-1", "file.delete.delay.ms=0"))
+	require.NoError(t, err)
+	p, err := top.Partition(0)
+	require.NoError(t, err)
+	require.True(t, p.gapless())
+	v, err := p.NewView(Values, 0) // pins the empty active segment
+	require.NoError(t, err)
+	defer v.Close()
+	for i := 0; i < 20; i++ {
+		_, err := p.Append(values(1, fmt.Sprint(i)))
+		require.NoError(t, err)
+	}
+	_, err = l.EnforceRetention()
+	require.NoError(t, err)
+	got, err := readView(t, v, 1<<16)
+	require.ErrorIs(t, err, ErrDeleted)
+	require.NotErrorIs(t, err, ErrHole)
+	require.NotEmpty(t, got)
+	require.True(t, bytes.HasPrefix(got, []byte("0-0\n")), "the pinned segment's records: %q", got)
+	_, err = v.Size()
+	require.ErrorIs(t, err, ErrDeleted)
+	require.NoError(t, l.Check())
+}

@@ -185,7 +185,6 @@ func (v *viewIndex) extend(s *segment, size record.Position, limit record.Offset
 			return err
 		}
 	}
-	v.gapAtEndLocked(s, limit)
 	return nil
 }
 
@@ -206,12 +205,15 @@ func (v *viewIndex) gapLocked(s *segment, pos record.Position, base record.Offse
 	v.sinceEntry = 0
 }
 
-// gapAtEndLocked records a hole at the end of a sealed segment's log when
-// the next segment, of base offset limit, starts past where its batches
-// end, in a gapless partition: a view stops at the segment's end. It costs
-// a comparison; the caller holds mu and has covered the log.
-func (v *viewIndex) gapAtEndLocked(s *segment, limit record.Offset) {
-	if limit == math.MaxInt64 || v.next >= limit || !s.gapless() || !s.frozen.Load() || v.covered < record.Position(s.size.Load()) {
+// gapAtEnd records a hole at the end of sealed segment s's log when the
+// segment right after it (next in line: not one past segments retention
+// deleted), of base offset limit, starts past where its batches end, in a
+// gapless partition: a view stops at the segment's end. It costs a
+// comparison, once the index covers the log.
+func (v *viewIndex) gapAtEnd(s *segment, limit record.Offset) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.next >= limit || !s.gapless() || !s.frozen.Load() || v.covered < record.Position(s.size.Load()) {
 		return
 	}
 	if k := len(v.holes) - 1; k >= 0 && (v.holes[k].awaiting || v.holes[k].pos >= v.covered) {
