@@ -313,3 +313,99 @@ func TestMountpoints(t *testing.T) {
 	require.NoError(t, srv.Unmount(), "unmounting an unmounted server is a no-op")
 	require.NotContains(t, sh(t, "cat /proc/self/mounts"), mnt)
 }
+
+// TestHoleAfterRepair: in a data directory of logfs's own (it never
+// compacts), the offsets repair cut out (a batch with a flipped byte) or
+// set aside (a renamed segment) are a hole. A record file whose range
+// holds the hole opens, its size and reads stop where the hole starts, the
+// read that reaches it fails with EIO, a file from inside the hole fails,
+// and files from an offset after it are whole (#12.3, #12.4).
+func TestHoleAfterRepair(t *testing.T) {
+	dir := t.TempDir()
+	l, err := storage.Open(dir, storage.Options{Logger: logger(t), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	over := storage.Overrides{"segment.bytes": 16 << 10}
+	want := map[string]string{}
+	bases := map[string][]record.Offset{}
+	for _, topic := range []string{"cut", "aside"} {
+		p := newPartition(t, l, topic, over)
+		want[topic] = fill(t, p, 1000)
+		bases[topic] = p.SegmentBases()
+		require.Greater(t, len(bases[topic]), 3)
+	}
+	require.NoError(t, l.Close())
+	cut := layout.SegmentPath(filepath.Join(dir, layout.PartitionDirName("cut", 0)), bases["cut"][1], layout.LogSuffix)
+	b, err := os.ReadFile(cut)
+	require.NoError(t, err)
+	b[len(b)/2] ^= 0xff
+	require.NoError(t, os.WriteFile(cut, b, 0o644))
+	aside := layout.SegmentPath(filepath.Join(dir, layout.PartitionDirName("aside", 0)), bases["aside"][1], "")
+	moved := layout.SegmentPath(filepath.Join(dir, layout.PartitionDirName("aside", 0)), bases["aside"][1]+3, "")
+	for _, suf := range []string{layout.LogSuffix, layout.IndexSuffix, layout.TimeIndexSuffix} {
+		require.NoError(t, os.Rename(aside+suf, moved+suf))
+	}
+	l, err = storage.Open(dir, storage.Options{ForceRecovery: true, Logger: logger(t), RetentionCheckInterval: -1}) // check --repair
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+
+	l = openLog(t, dir, storage.Options{ReadOnly: true})
+	mnt := mount(t, l, fs.Options{})
+	for _, topic := range []string{"cut", "aside"} {
+		p, err := l.Partition(topic, 0)
+		require.NoError(t, err)
+		// Where the hole starts and where records start again.
+		r, err := p.NewReader(0)
+		require.NoError(t, err)
+		hole := 0
+		for ; ; hole++ {
+			if _, err = r.Next(); err != nil {
+				break
+			}
+		}
+		r.Close()
+		require.ErrorIs(t, err, storage.ErrHole, topic)
+		resume := hole + 1
+		for ; resume < 1000; resume++ {
+			if r, err := p.NewReader(record.Offset(resume)); err == nil {
+				_, err = r.Next()
+				r.Close()
+				if err == nil {
+					break
+				}
+			}
+		}
+		require.Less(t, resume, 1000, topic)
+		if topic == "aside" {
+			require.Equal(t, int(bases[topic][1]), hole)
+			require.Equal(t, int(bases[topic][2]), resume)
+		}
+		at := func(n int) int { // where line(n) starts in want
+			if n == 0 {
+				return 0
+			}
+			return strings.Index(want[topic], "\n"+line(n)+"\n") + 1
+		}
+		before := want[topic][:at(hole)]
+
+		off := filepath.Join(part(mnt, topic, 0), "offset")
+		for _, from := range []int{0, hole - 1} {
+			name := filepath.Join(off, itoa(record.Offset(from)))
+			wantFrom := before[at(from):]
+			st, err := os.Stat(name)
+			require.NoError(t, err, "%s: offset/%d opens", topic, from)
+			// One byte more than what lies before the hole, so that the
+			// page cache asks for the bytes there and gets EIO.
+			require.Equal(t, int64(len(wantFrom))+1, st.Size(), "%s: offset/%d's size stops at the hole", topic, from)
+			got, err := os.ReadFile(name)
+			require.ErrorIs(t, err, syscall.EIO, "%s: offset/%d: the read that reaches the hole", topic, from)
+			require.True(t, strings.HasPrefix(wantFrom, string(got)), "%s: offset/%d: what comes before the hole is right", topic, from)
+			require.Less(t, len(wantFrom)-len(got), 4096, "%s: offset/%d: all of it but the page the hole is in", topic, from)
+			require.Contains(t, shFails(t, "cat %s > /dev/null", q(name)), "Input/output error")
+		}
+		_, err = os.ReadFile(filepath.Join(off, itoa(record.Offset(hole))))
+		require.ErrorIs(t, err, syscall.EIO, "%s: a file from inside the hole", topic)
+		for _, from := range []int{resume, resume + 1} {
+			require.Equal(t, want[topic][at(from):], sh(t, "cat %s", q(filepath.Join(off, itoa(record.Offset(from))))), "%s: offset/%d is whole", topic, from)
+		}
+	}
+}

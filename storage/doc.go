@@ -64,7 +64,9 @@
 // position lands, then cost a binary search plus the newest segment, not a
 // pass over every segment after the start; Partition.ViewSize (a stat)
 // pins only the first segment and the newest. Bad bytes found anywhere in
-// a topic make the cached sizes stale (Topic.holes).
+// a topic make the cached sizes stale (Topic.holes), and so does a hole of
+// a gapless partition (offsets missing: a view stops there as at bad
+// bytes); a segment with either is never among the cached sizes.
 //
 // # Transactions
 //

@@ -110,6 +110,9 @@ type segmentConfig struct {
 	segmentBytes  int64 // roll size: what the active segment's mapping covers
 	readOnly      bool
 	follow        bool // a followed broker's (follow.go)
+	// gapless says the partition never has offset gaps (Options.Gaps):
+	// a missing offset is a hole, where views stop (viewindex.go).
+	gapless bool
 	// holes is the topic's count of bad ranges learned (Topic.holes);
 	// nil in tests that build a segment by hand.
 	holes *atomic.Uint64
@@ -123,6 +126,9 @@ func (s *segment) holesLearned() uint64 {
 	}
 	return s.cfg.holes.Load()
 }
+
+// gapless says the segment's partition never has offset gaps.
+func (s *segment) gapless() bool { return s.cfg != nil && s.cfg.gapless }
 
 // learnedHole is called when one of the segment's view indexes learns a
 // bad range: sizes summed before it are stale (see sizeCache).

@@ -58,7 +58,7 @@ func (t *Topic) Overrides() Overrides {
 
 func (t *Topic) segmentConfig() *segmentConfig {
 	c := t.Config()
-	return &segmentConfig{indexBytes: c.SegmentIndexBytes, indexInterval: c.IndexIntervalBytes, segmentBytes: c.SegmentBytes, readOnly: t.log.opts.ReadOnly, follow: t.log.opts.Follow, holes: &t.holes}
+	return &segmentConfig{indexBytes: c.SegmentIndexBytes, indexInterval: c.IndexIntervalBytes, segmentBytes: c.SegmentBytes, readOnly: t.log.opts.ReadOnly, follow: t.log.opts.Follow, gapless: t.log.gapless, holes: &t.holes}
 }
 
 // Partitions returns the topic's partitions in order. A broker's data

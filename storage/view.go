@@ -220,6 +220,7 @@ func (v *View) total(i int) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
+		v.gapAtEnd(i)
 		t, err := vi.renderedAt(s, sh.end)
 		if err != nil {
 			return 0, err
@@ -234,12 +235,28 @@ func (v *View) total(i int) (int64, error) {
 	if err := vi.extend(s, size, v.segmentLimit(i)); err != nil {
 		return 0, err
 	}
+	v.gapAtEnd(i)
 	_, t := vi.snapshot()
 	v.reach[i] = max(v.reach[i], size)
 	if frozen {
 		v.totals[i] = t
 	}
 	return t, nil
+}
+
+// gapAtEnd lets the index of segs[i], a sealed segment of a gapless
+// partition, learn a hole at its end: offsets missing before the segment
+// that follows it (viewIndex.gapAtEnd). A segment that follows it past
+// segments retention deleted is no hole: the view ends there with
+// ErrDeleted (refresh).
+func (v *View) gapAtEnd(i int) {
+	s := v.segs[i]
+	if !s.gapless() || !s.frozen.Load() {
+		return
+	}
+	if next := v.p.segmentAfter(s.base); next != nil && next.seq == s.seq+1 {
+		v.idx[i].gapAtEnd(s, next.base)
+	}
 }
 
 // sized returns how many of the view's first segments the partition's
@@ -483,8 +500,11 @@ func (v *View) stop(i int) (at int64, cause error, ok bool, err error) {
 		if err != nil {
 			return 0, nil, false, err
 		}
-		if h.pos >= sh.end {
-			return 0, nil, false, nil // past what the view shows yet
+		if h.pos > sh.end || h.pos == sh.end && !h.gap {
+			// Past what the view shows yet (a hole of missing offsets
+			// where the shown part ends is reached: nothing comes after
+			// it but the records past the hole).
+			return 0, nil, false, nil
 		}
 		return h.rendered - sh.hiddenBefore(h.pos), h.err, true, nil
 	}
@@ -592,7 +612,25 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 				grew = i
 				continue
 			}
+			// A hole at the segment's end (offsets missing before the
+			// next one, in a gapless partition) ends the view.
+			if stopAt, cause, stops, err := v.stop(i); err != nil {
+				return n, err
+			} else if stops && local >= stopAt {
+				if n > 0 {
+					return n, nil
+				}
+				return 0, cause
+			}
 			i, local = i+1, 0
+			// The next segment's index learns its holes before a byte of
+			// it is rendered (the next read would: see the loop above).
+			if _, err := v.total(i); err != nil {
+				if n > 0 {
+					return n, nil
+				}
+				return 0, err
+			}
 			continue
 		}
 		if stops && local+int64(len(chunk)) > stopAt {
@@ -865,7 +903,9 @@ func (v *View) dropChunkOnError(err *error) {
 
 // scanned returns the batch v.sc just read from segs[i], checked to follow
 // the one before it (record.Batch.CheckFollows) and to end below the next
-// segment's base offset.
+// segment's base offset. Holes of a gapless partition are not looked for
+// here: the view index knows them (viewIndex.gapLocked) and has an entry
+// at each, so a render from an entry never crosses one.
 func (v *View) scanned(i int) (*record.Batch, error) {
 	s, b := v.segs[i], v.sc.Batch()
 	if err := b.CheckFollows(s.base, v.scEnded, v.segmentLimit(i)); err != nil {
@@ -915,8 +955,8 @@ func (v *View) Close() error {
 // missing (damage cut it out: see package recovery), so that a view from it
 // does not silently begin at a later offset. It costs a seek and the read
 // of one batch header, only in a gapless partition and below the log end.
-// A view that runs into a hole further on is not stopped there (left for
-// the view index: see docs/durability.md).
+// A view that runs into a hole further on stops there as at bad bytes: its
+// view index knows the hole (viewIndex.gapLocked, gapAtEnd).
 func (p *Partition) refuseHole(start record.Offset) error {
 	if !p.gapless() || start >= p.EndOffset() {
 		return nil

@@ -89,6 +89,11 @@ type viewHole struct {
 	// without rendering it (see noteHole): rendered is known, resumeBase
 	// is not.
 	noted bool
+	// gap says the hole is no bad bytes but offsets missing from a
+	// gapless partition (ErrHole): the batch at pos, or, at the end of
+	// the segment's log, the next segment, starts at resumeBase, past
+	// where the batches before it end.
+	gap bool
 }
 
 // errIndexReplaced says a view index met bad bytes it did not know of, in
@@ -168,6 +173,8 @@ func (v *viewIndex) extend(s *segment, size record.Position, limit record.Offset
 				v.holes[k].resumeBase, v.holes[k].awaiting = b.BaseOffset, false
 				v.entries = append(v.entries, viewEntry{pos: b.Pos, base: b.BaseOffset, rendered: v.total})
 				v.sinceEntry = 0
+			} else if b.BaseOffset > v.next && s.gapless() {
+				v.gapLocked(s, b.Pos, b.BaseOffset)
 			}
 			v.add(&b.BatchHeader, b.Pos, n, sc.Pos())
 		}
@@ -175,8 +182,11 @@ func (v *viewIndex) extend(s *segment, size record.Position, limit record.Offset
 			continue
 		}
 		err := sc.Err()
+		if err == nil {
+			break
+		}
 		var ce *record.CorruptError
-		if err == nil || !errors.As(err, &ce) {
+		if !errors.As(err, &ce) {
 			return record.WithFile(err, s.logPath())
 		}
 		if err := v.holeLocked(s, sc.Pos(), record.WithFile(err, s.logPath()), size, limit); err != nil {
@@ -184,6 +194,48 @@ func (v *viewIndex) extend(s *segment, size record.Position, limit record.Offset
 		}
 	}
 	return nil
+}
+
+// gapLocked records a hole of a gapless partition at pos, where a batch of
+// base offset base starts past where the batches before it end (v.next):
+// damage cut out the offsets between (see package recovery). The view
+// stops there as at bad bytes; a view from base on starts after it, from
+// an entry at pos (so that no render from before the hole crosses it). The
+// caller holds mu.
+func (v *viewIndex) gapLocked(s *segment, pos record.Position, base record.Offset) {
+	s.learnedHole()
+	v.holes = append(v.holes, viewHole{pos: pos, rendered: v.total, resumeBase: base, err: holeError(s, v.next, base, pos), gap: true})
+	if last := &v.entries[len(v.entries)-1]; last.pos == pos {
+		last.base = base // the segment's first batch: renders from it start there
+	} else {
+		v.entries = append(v.entries, viewEntry{pos: pos, base: base, rendered: v.total})
+	}
+	v.sinceEntry = 0
+}
+
+// gapAtEnd records a hole at the end of sealed segment s's log when the
+// segment right after it (next in line: not one past segments retention
+// deleted), of base offset limit, starts past where its batches end, in a
+// gapless partition: a view stops at the segment's end. It costs a
+// comparison, once the index covers the log.
+func (v *viewIndex) gapAtEnd(s *segment, limit record.Offset) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.next >= limit || !s.gapless() || !s.frozen.Load() || v.covered < record.Position(s.size.Load()) {
+		return
+	}
+	if k := len(v.holes) - 1; k >= 0 && (v.holes[k].awaiting || v.holes[k].pos >= v.covered) {
+		return // the view stops at bad bytes before, or knows this hole
+	}
+	s.learnedHole()
+	v.holes = append(v.holes, viewHole{pos: v.covered, rendered: v.total, resumeBase: limit,
+		err: fmt.Errorf("%s: offsets %d to %d are missing after its last batch (the next segment starts at %d): %w", s.logPath(), v.next, limit-1, limit, ErrHole), gap: true})
+}
+
+// holeError is the error of a view that reaches offsets want to base-1,
+// missing before the batch at pos of s's log, in a gapless partition.
+func holeError(s *segment, want, base record.Offset, pos record.Position) error {
+	return fmt.Errorf("%s: offsets %d to %d are missing before the batch at position %d: %w", s.logPath(), want, base-1, pos, ErrHole)
 }
 
 // holeLocked records the bad bytes at pos and moves what the index covers
@@ -216,6 +268,9 @@ func (v *viewIndex) holeLocked(s *segment, pos record.Position, cause error, siz
 	v.entries = append(v.entries, viewEntry{pos: b.Pos, base: b.BaseOffset, rendered: v.total})
 	v.sinceEntry = 0
 	v.covered = b.Pos
+	// The offsets the bad bytes held are the hole's (resumeBase): the batch
+	// there is not a gap of its own.
+	v.next = b.BaseOffset
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -96,14 +97,31 @@ func TestCheckCorruptMiddle(t *testing.T) {
 	for _, l := range logs {
 		require.FileExists(t, l, "every segment stays")
 	}
-	got := logfs(t, dir, "", "consume", "--offset", "earliest", "orders", "0")
-	require.True(t, strings.HasPrefix(got.stdout, "value 0\nvalue 1\n"))
-	// A view that starts before the hole is not yet stopped at it (its
-	// size comes from the view index; docs/durability.md says so): only
-	// views from inside the hole and Readers fail there.
+	// The bad batch was the last of its segment: the hole lies between
+	// that segment and the next. consume from before it prints every
+	// record before the hole, then fails there with a one-line error.
 	base := strings.TrimLeft(strings.TrimSuffix(filepath.Base(logs[2]), ".log"), "0")
+	next, err := strconv.Atoi(base)
+	require.NoError(t, err)
+	for _, from := range []string{"earliest", "3"} {
+		got := fails(t, dir, exitFailure, "are missing", "consume", "--offset", from, "orders", "0")
+		require.Contains(t, got.stderr, "offsets missing from a partition that is never compacted")
+		lines := strings.Split(strings.TrimSuffix(got.stdout, "\n"), "\n")
+		first := 0
+		if from == "3" {
+			first = 3
+		}
+		hole := first + len(lines) // the first offset missing
+		require.Less(t, hole, next, "the hole lies before segment %d", next)
+		require.Greater(t, hole, first+10)
+		for i, l := range lines {
+			require.Equal(t, fmt.Sprintf("value %d", first+i), l)
+		}
+		require.Contains(t, got.stderr, fmt.Sprintf("offsets %d to %d are missing", hole, next-1))
+	}
 	after := ok(t, dir, "", "consume", "--offset", base, "orders", "0")
 	require.True(t, strings.HasPrefix(after, "value "+base+"\n"), "reads after the hole work: %q", after[:min(len(after), 40)])
+	require.True(t, strings.HasSuffix(after, "value 199\n"))
 }
 
 func TestCheckErrors(t *testing.T) {
