@@ -69,6 +69,10 @@ type corruptWant struct {
 	// hole says the damage leaves offsets missing, which Check reports in
 	// a partition logfs wrote (it never compacts).
 	hole bool
+	// roEnd, when not zero, is the log end a read-only open shows (it
+	// starts no segment), and roReadBack what it reads back.
+	roEnd      record.Offset
+	roReadBack func(t *testing.T, b *built, p *storage.Partition)
 }
 
 type corruptCase struct {
@@ -120,6 +124,32 @@ func cutLast(b *built) corruptWant {
 }
 
 func intact(b *built) corruptWant { return corruptWant{end: b.end, cutSeg: -1} }
+
+// lostDurableEnd is the outcome of damage that takes the end of the last
+// segment below the recovery point (an unclean open keeps the checkpoint,
+// which is the log end): the cut offsets were durable, so the log goes on
+// at the recovery point from a new segment, and they are a hole that the
+// read reaching it reports.
+func lostDurableEnd(b *built, w corruptWant) corruptWant {
+	lost := w.end
+	w.end = b.end
+	w.hole = true
+	w.roEnd = lost
+	w.roReadBack = func(t *testing.T, b *built, p *storage.Partition) {
+		offs, err := readRecords(t, p)
+		require.NoError(t, err)
+		requireContiguous(t, offs, w.start, lost)
+	}
+	w.custom = func(t *testing.T, b *built, p *storage.Partition) {
+		offs, err := readRecords(t, p)
+		require.ErrorIs(t, err, storage.ErrHole)
+		requireContiguous(t, offs, w.start, lost)
+		off, err := p.Append([]storage.Record{{Value: []byte("after")}})
+		require.NoError(t, err)
+		require.Equal(t, b.end, off, "no offset is handed out twice")
+	}
+	return w
+}
 
 // corruptionCases are keyed by name; ref is a partition built the same way
 // as the ones the cases damage.
@@ -615,6 +645,10 @@ func TestCorruption(t *testing.T) {
 				require.NoError(t, os.Remove(filepath.Join(b.data, layout.RecoveryPointFile)))
 			}
 			w := c.want(b)
+			if c.shutdown == unclean && w.custom == nil && w.badAt == 0 && w.badOffset == 0 &&
+				w.cutSeg == b.last() && w.end < b.end && len(w.dropped) == 0 {
+				w = lostDurableEnd(b, w)
+			}
 			checkCorruptionOutcome(t, b, c.shutdown, w, orig)
 		})
 	}
@@ -656,8 +690,13 @@ func checkCorruptionOutcome(t *testing.T, b *built, sd shutdown, w corruptWant, 
 	roRep := ro.RecoveryReport()
 	p, err := ro.Partition("t", 0)
 	require.NoError(t, err)
-	require.Equal(t, w.end, p.EndOffset(), "read-only log end")
-	checkReadBack(t, b, p, w)
+	if w.roEnd != 0 {
+		require.Equal(t, w.roEnd, p.EndOffset(), "read-only log end")
+		w.roReadBack(t, b, p)
+	} else {
+		require.Equal(t, w.end, p.EndOffset(), "read-only log end")
+		checkReadBack(t, b, p, w)
+	}
 	require.NoError(t, ro.Close())
 	require.Equal(t, before, treeDigest(t, b.data), "a read-only open changes nothing")
 	require.Equal(t, sd == clean, markerExists(b.data))

@@ -62,6 +62,11 @@
 //     one after it are set aside, and the log ends where the earlier one
 //     ends;
 //     - a bad range below that is damage: it is cut out and the rest kept.
+//     In a gapless partition a bad range that takes the end of the last
+//     segment below the recovery point leaves the log end there: a new,
+//     empty segment starts at the recovery point, and the lost offsets are
+//     a hole between the two (they were durable and may have been read,
+//     so they are never handed out again);
 //     A gap between segments entirely below is Kafka's compaction, or in a
 //     gapless partition a hole (PartitionReport.Holes).
 //     The bytes of every range cut are first copied to

@@ -105,6 +105,10 @@ type loader struct {
 	anomaly bool
 	// dirty says entries of the folder changed and need a SyncDir.
 	dirty bool
+	// lostEnd says bad bytes took the end of the last segment below the
+	// recovery point: offsets that were durable, and may have been read,
+	// are gone from the end of the log.
+	lostEnd bool
 }
 
 func (l *loader) load() error {
@@ -139,6 +143,11 @@ func (l *loader) load() error {
 	if len(l.st.Segments) == 0 {
 		// Every segment was set aside.
 		return l.empty()
+	}
+	if l.lostEnd && o.Gapless && !o.ReadOnly && o.RecoveryPoint > l.st.NextOffset {
+		if err := l.continueAtRecoveryPoint(); err != nil {
+			return err
+		}
 	}
 	if last := l.st.Segments[len(l.st.Segments)-1]; !last.Recovered {
 		if err := l.lastSegmentEnd(files, last); err != nil {
@@ -307,6 +316,9 @@ func (l *loader) recoverSegments(files *segmentFiles, bases []record.Offset) err
 			discard(i)
 			return fmt.Errorf("recover %s: %w", logPath, err)
 		}
+		if i == len(bases)-1 && len(res.Bad) > 0 && res.Bad[len(res.Bad)-1].Tail() && !tail {
+			l.lostEnd = true
+		}
 		for _, r := range res.Bad {
 			l.rep.Cuts = append(l.rep.Cuts, Cut{File: logPath, Base: base, At: r.From, Bytes: int64(r.To - r.From), Reason: reasonOf(r.Reason), Aside: r.Aside})
 			if !r.Tail() && r.LostTo > r.LostFrom {
@@ -326,6 +338,24 @@ func (l *loader) recoverSegments(files *segmentFiles, bases []record.Offset) err
 			return l.setAside(files, bases[i+1:], why)
 		}
 	}
+	return nil
+}
+
+// continueAtRecoveryPoint starts a new, empty segment at the recovery
+// point of a partition that is never compacted, when bad bytes cut
+// offsets below it off the end of the last segment: those offsets were
+// durable and may have been read, so they are never handed out again.
+// They become a hole between the two segments, which reads and check
+// report.
+func (l *loader) continueAtRecoveryPoint() error {
+	o, st := l.o, l.st
+	from, base := st.NextOffset, o.RecoveryPoint
+	if err := l.createEmpty(base); err != nil {
+		return err
+	}
+	l.holeBetween(from, base, fmt.Sprintf("cut off the end of segment %d below the recovery point %d; the log goes on at %d", prevSegBase(st), base, base))
+	st.Segments = append(st.Segments, Segment{Base: base, Recovered: true})
+	st.NextOffset = base
 	return nil
 }
 

@@ -372,3 +372,49 @@ func TestCopyUnderHigherName(t *testing.T) {
 		require.NoError(t, l.Close())
 	}
 }
+
+// TestRepairLostDurableEndIsAHole: bad bytes in the last batch of the
+// last segment, below the recovery point (the records were synced, and
+// may have been read). Repair cuts them off and keeps them aside, and the
+// log goes on at the recovery point: the lost offset is a hole, never
+// handed out again.
+func TestRepairLostDurableEndIsAHole(t *testing.T) {
+	dir := t.TempDir()
+	pdir, bases := buildSalvage(t, dir, 1720)
+	end := record.Offset(1720)
+	last := bases[len(bases)-1]
+	logPath := layout.SegmentPath(pdir, last, layout.LogSuffix)
+	data, err := os.ReadFile(logPath)
+	require.NoError(t, err)
+	data[len(data)-3] ^= 0x40
+	require.NoError(t, os.WriteFile(logPath, data, 0o644))
+
+	l := repairDir(t, dir)
+	p, err := l.Partition("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, end, p.EndOffset(), "the log end stays at the recovery point")
+	require.Len(t, filesWith(t, pdir, ".log.cut-"), 1, "the bad bytes are kept aside")
+	got, errs := readEverything(t, p)
+	requireRecords(t, got, 0, end-1, func(record.Offset) bool { return false })
+	_, ok := got[end-1]
+	require.False(t, ok, "the damaged record is not served")
+	require.NotEmpty(t, errs)
+	require.ErrorIs(t, errs[0], ErrHole, "the read that reaches the lost offset fails")
+	require.ErrorContains(t, l.Check(), "hole")
+
+	off, err := p.Append([]Record{{Value: []byte("after")}})
+	require.NoError(t, err)
+	require.Equal(t, end, off, "no offset is handed out twice")
+	require.NoError(t, l.Close())
+
+	// The next start (clean) keeps it so.
+	l, err = Open(dir, Options{Logger: testLogger(t), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	p, err = l.Partition("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, end+1, p.EndOffset())
+	off, err = p.Append([]Record{{Value: []byte("again")}})
+	require.NoError(t, err)
+	require.Equal(t, end+1, off)
+	require.NoError(t, l.Close())
+}
