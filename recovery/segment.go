@@ -263,12 +263,9 @@ func (p *pendingSegment) commit(beforeCut func(*SegmentResult) error) (SegmentRe
 func (p *pendingSegment) cut(logPath string) error {
 	res := &p.res
 	for i := range res.Bad {
-		if err := p.keepAside(&res.Bad[i]); err != nil {
+		if err := p.keepAside(&res.Bad[i]); err != nil { // durable before the .log changes
 			return err
 		}
-	}
-	if err := p.fs.SyncDir(p.dir); err != nil {
-		return err
 	}
 	if len(res.Bad) == 1 && res.Bad[0].Tail() {
 		if err := p.f.Truncate(int64(res.Bad[0].From)); err != nil {
@@ -276,59 +273,42 @@ func (p *pendingSegment) cut(logPath string) error {
 		}
 		return p.f.Sync()
 	}
-	tmp := logPath + tmpSuffix
-	out, err := p.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	// The rest is written to NAME.log.tmp and renamed over the .log.
+	err := vfs.WriteFileAtomicFrom(p.fs, logPath, func(out vfs.File) error {
+		var w record.Position
+		from := record.Position(0)
+		for _, r := range res.Bad {
+			n, err := copyAt(out, w, p.f, from, r.From)
+			if err != nil {
+				return err
+			}
+			w, from = w+n, r.To
+		}
+		_, err := copyAt(out, w, p.f, from, res.Size)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	var w record.Position
-	from := record.Position(0)
-	copyRange := func(a, b record.Position) error {
-		n, err := copyAt(out, w, p.f, a, b)
-		w += n
-		return err
-	}
-	for _, r := range res.Bad {
-		if err := copyRange(from, r.From); err != nil {
-			out.Close()
-			return err
-		}
-		from = r.To
-	}
-	err = copyRange(from, res.Size)
-	if err = errors.Join(err, out.Sync(), out.Close()); err != nil {
-		p.fs.Remove(tmp)
-		return err
-	}
-	if err := p.fs.Rename(tmp, logPath); err != nil {
-		p.fs.Remove(tmp)
-		return err
-	}
 	p.stale = true
-	return p.fs.SyncDir(p.dir)
+	return nil
 }
 
 // keepAside copies the bytes of r to layout.CutFileName beside the .log
-// (written as *.tmp, fsynced, renamed), unless they are all zero: a
-// preallocated or zero-filled tail holds nothing to keep.
+// (vfs.WriteFileAtomicFrom: *.tmp, fsync, rename, fsync the folder),
+// unless they are all zero: a preallocated or zero-filled tail holds
+// nothing to keep.
 func (p *pendingSegment) keepAside(r *BadRange) error {
 	zero, err := allZero(p.f, r.From, r.To)
 	if err != nil || zero {
 		return err
 	}
 	final := filepath.Join(p.dir, layout.CutFileName(p.res.Base, r.From, r.To))
-	tmp := final + tmpSuffix
-	out, err := p.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	err = vfs.WriteFileAtomicFrom(p.fs, final, func(out vfs.File) error {
+		_, err := copyAt(out, 0, p.f, r.From, r.To)
+		return err
+	})
 	if err != nil {
-		return err
-	}
-	_, err = copyAt(out, 0, p.f, r.From, r.To)
-	if err = errors.Join(err, out.Sync(), out.Close()); err != nil {
-		p.fs.Remove(tmp)
-		return err
-	}
-	if err := p.fs.Rename(tmp, final); err != nil {
-		p.fs.Remove(tmp)
 		return err
 	}
 	r.Aside = final

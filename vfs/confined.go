@@ -552,11 +552,7 @@ func (c *confined) SyncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return syncClose(d)
 }
 
 func (c *confined) Lock(name string) (io.Closer, error) {

@@ -87,7 +87,13 @@ func (osFS) SyncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
+	return syncClose(d)
+}
+
+// syncClose fsyncs an open directory and closes it, reporting the first
+// error.
+func syncClose(d *os.File) error {
+	err := d.Sync()
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
@@ -162,11 +168,25 @@ func WriteFileAtomic(fs FS, name string, data []byte) error {
 // the same directory, for a name too long to take ".tmp". The caller makes
 // sure no two writes share tmp at once.
 func WriteFileAtomicVia(fs FS, name, tmp string, data []byte) error {
+	return writeFileAtomic(fs, name, tmp, func(f File) error {
+		_, err := f.WriteAt(data, 0)
+		return err
+	})
+}
+
+// WriteFileAtomicFrom is WriteFileAtomic with the contents written by fill
+// into the temporary file, for files too big to hold in memory (the bytes
+// recovery copies out of a segment).
+func WriteFileAtomicFrom(fs FS, name string, fill func(File) error) error {
+	return writeFileAtomic(fs, name, name+".tmp", fill)
+}
+
+func writeFileAtomic(fs FS, name, tmp string, fill func(File) error) error {
 	f, err := fs.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
-	_, err = f.WriteAt(data, 0)
+	err = fill(f)
 	if err == nil {
 		err = f.Sync()
 	}
