@@ -15,6 +15,10 @@ const readerMaxReadAhead = 256 << 10
 
 var readerScan = record.ScanOptions{ReadAhead: lookupReadAhead, MaxReadAhead: readerMaxReadAhead}
 
+// headerScan is readerScan for a walk that needs batch headers only: no
+// batch is read whole or has its CRC checked.
+var headerScan = record.ScanOptions{HeadersOnly: true, ReadAhead: lookupReadAhead, MaxReadAhead: readerMaxReadAhead}
+
 // Reader reads a partition's records in offset order, across segments,
 // from a starting offset. Control records (transaction markers) are
 // skipped. A Reader is used by one goroutine; any number of Readers run
@@ -22,7 +26,8 @@ var readerScan = record.ScanOptions{ReadAhead: lookupReadAhead, MaxReadAhead: re
 // allocates nothing.
 type Reader struct {
 	p    *Partition
-	next record.Offset // records below it are skipped
+	next record.Offset      // records below it are skipped
+	scan record.ScanOptions // readerScan, or headerScan for a walk of headers (Partition.refuseHole)
 
 	seg     *segment // pinned
 	sc      record.Scanner
@@ -40,7 +45,14 @@ type Reader struct {
 // between the log start and end offsets (the end itself is allowed: the
 // reader waits there for new records).
 func (p *Partition) NewReader(from record.Offset) (*Reader, error) {
-	r := &Reader{p: p}
+	return p.newReader(from, readerScan)
+}
+
+// newReader is NewReader with the scan options of its batches: headerScan
+// gives a reader whose nextBatch returns headers only, for a caller that
+// wants to know where the batches are, not what they hold.
+func (p *Partition) newReader(from record.Offset, scan record.ScanOptions) (*Reader, error) {
+	r := &Reader{p: p, scan: scan}
 	if err := r.Seek(from); err != nil {
 		r.Close()
 		return nil, err
@@ -78,7 +90,7 @@ func (r *Reader) Seek(from record.Offset) error {
 			}
 			r.seg = s
 		}
-		_, ended, err := s.seek(&r.sc, from, readerScan)
+		_, ended, err := s.seek(&r.sc, from, r.scan)
 		r.ended, r.err, r.limit = ended, err, 0 // a Seek that failed fails the reads after it too
 		return err
 	}
@@ -181,7 +193,7 @@ func (r *Reader) nextBatch() (*record.Batch, error) {
 		}
 		r.seg.release()
 		r.seg, r.ended, r.limit = next, next.base, 0
-		r.sc.Reset(next.reader(), 0, record.Position(next.size.Load()), readerScan)
+		r.sc.Reset(next.reader(), 0, record.Position(next.size.Load()), r.scan)
 	}
 }
 

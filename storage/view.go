@@ -961,7 +961,7 @@ func (p *Partition) refuseHole(start record.Offset) error {
 	if !p.gapless() || start >= p.EndOffset() {
 		return nil
 	}
-	r, err := p.NewReader(start)
+	r, err := p.newReader(start, headerScan)
 	if err != nil {
 		return nil // the view meets the same error itself
 	}

@@ -405,10 +405,27 @@ func (v *viewIndex) holeAt(pos record.Position) (viewHole, bool) {
 	return viewHole{}, false
 }
 
+// renderedToEnd returns the rendered bytes the index covers, and the log
+// bytes, when off is the offset its last batch covered ends at and it
+// knows no bad bytes.
+func (v *viewIndex) renderedToEnd(off record.Offset) (int64, record.Position, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if off != v.next || len(v.holes) > 0 {
+		return 0, 0, false
+	}
+	return v.total, v.covered, true
+}
+
 // renderedBeforeOnce is renderedBefore without learning holes: at a bad
 // batch it returns the rendered count before it and where it starts, with
 // the error.
 func (v *viewIndex) renderedBeforeOnce(s *segment, off, limit record.Offset, sh *shown) (int64, record.Position, error) {
+	if n, covered, ok := v.renderedToEnd(off); ok {
+		// off is where the covered batches end (a view of the end, as
+		// offset/latest): all of it, read nothing.
+		return n - sh.hiddenBefore(covered), 0, nil
+	}
 	e := v.locateOffset(off)
 	if ib := v.innerAt(e.pos); ib != nil && ib.h.BaseOffset < off && off <= ib.h.LastOffset() && !(ib.h.Attributes.Transactional() && len(sh.hidden) > 0) {
 		// A batch with marks holds off: count from the mark below it.
@@ -433,7 +450,10 @@ func (v *viewIndex) renderedBeforeOnce(s *segment, off, limit record.Offset, sh 
 	}
 	e.rendered -= sh.hiddenBefore(e.pos)
 	size := record.Position(s.size.Load())
-	sc := record.NewScanner(s.log, e.pos, size, readerScan)
+	// Headers first: a batch is read whole, and its CRC checked, only
+	// when its records are counted. The one at off (often the first, as
+	// entries lie at batch starts) is left to the read that renders it.
+	sc := record.NewScanner(s.log, e.pos, size, headerScan)
 	var dec record.Decoder
 	var scratch []byte
 	n := e.rendered
@@ -450,6 +470,10 @@ func (v *viewIndex) renderedBeforeOnce(s *segment, off, limit record.Offset, sh 
 		if b.Attributes.Control() || sh.hides(b) {
 			continue
 		}
+		if sc.Seek(b.Pos, readerScan); !sc.Next() {
+			break // the scanner says why
+		}
+		sc.Seek(sc.Pos(), headerScan)
 		if b.LastOffset() >= off {
 			// The batch that holds off: a big one gets marks, for the
 			// next view or read that starts inside it.
