@@ -42,8 +42,8 @@
 //	cat>>append   cat FILE >> TOPIC/0/append              cat FILE >> a plain file
 //	readers       each reader on offset/0, first and      the same reader on a plain file of the
 //	              second read (see below)                 same text (warm)
-//	pread         4 KiB pread(2) at random positions of   the same preads of that file
-//	              offset/0: new ones, then the same again
+//	pread         4 KiB pread(2) at random positions of   the same preads of that file, and of
+//	              offset/0: new ones, then the same again the go-fuse floor's file (cache dropped)
 //	open          open offset/N, read a line (4 KiB       open that file, seek to record N, read
 //	              bufio), close; random N                 a line, close
 //	concurrent    dd bs=1M of offset/(k*n/4), a quarter   the same byte ranges of that file

@@ -321,7 +321,7 @@ func (r *runner) toolPhases(ctx context.Context, dataDir string, p *payload, n i
 		}
 	}
 	if o.wants(PhasePread) {
-		if err := r.preadPhase(ctx, rec0, plain, p, n); err != nil {
+		if err := r.preadPhase(ctx, work, rec0, plain, p, n); err != nil {
 			return err
 		}
 	}

@@ -247,7 +247,7 @@ func processRSS(pid int) int64 {
 // each timed: first at positions not read since the kernel's cache of the
 // file was dropped, then at the same positions again; the same on the
 // plain file. Every read is checked.
-func (r *runner) preadPhase(ctx context.Context, rec0, plain string, p *payload, n int64) error {
+func (r *runner) preadPhase(ctx context.Context, work, rec0, plain string, p *payload, n int64) (err error) {
 	const readSize = 4096
 	size := int64(p.size + 1)
 	total := n * size
@@ -273,6 +273,23 @@ func (r *runner) preadPhase(ctx context.Context, rec0, plain string, p *payload,
 		return err
 	}
 	defer pf.Close()
+	// The floor: a go-fuse file of as many bytes, served from memory
+	// through the page cache (its bytes are not the mount's, so they are
+	// not checked).
+	fl, err := r.startFloor(ctx, filepath.Join(work, "pread-floor"), total)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, fl.stop()) }()
+	floorData := filepath.Join(fl.mp, "data")
+	if err := dropCache(floorData); err != nil {
+		return err
+	}
+	ff, err := os.Open(floorData)
+	if err != nil {
+		return err
+	}
+	defer ff.Close()
 	buf, want := make([]byte, readSize), make([]byte, 0, readSize+2*size)
 	timeReads := func(f *os.File, res *Result) error {
 		lat := make([]int64, 0, len(pos))
@@ -285,6 +302,9 @@ func (r *runner) preadPhase(ctx context.Context, rec0, plain string, p *payload,
 			lat = append(lat, int64(time.Since(t)))
 			if err != nil && !(err == io.EOF && k == readSize) {
 				return fmt.Errorf("pread %s at %d: %w", f.Name(), at, err)
+			}
+			if res.Subject == SubjectFloor {
+				continue
 			}
 			want = want[:0]
 			for off := at / size; off*size < at+readSize && off < n; off++ {
@@ -322,6 +342,16 @@ func (r *runner) preadPhase(ctx context.Context, rec0, plain string, p *payload,
 	r.add(pres)
 	pres.Case = "position read before"
 	r.add(pres)
+	for _, c := range []struct {
+		name, pass string
+	}{{"new position", PassFirst}, {"position read before", PassSecond}} {
+		fres := Result{Phase: PhasePread, Size: p.size, Subject: SubjectFloor, Case: c.name, Pass: c.pass, LatUnit: "pread",
+			What: fmt.Sprintf("pread 4 KiB of the floor's file at the same %d positions (%s)", len(pos), c.name)}
+		if err := timeReads(ff, &fres); err != nil {
+			return err
+		}
+		r.add(fres)
+	}
 	return nil
 }
 

@@ -71,6 +71,7 @@ against the same tool on plain files:
                 read (kernel cache dropped) and second, vs a plain file
   pread         4 KiB preads at random positions of offset/0: new ones,
                 then the same again, vs the same preads of the plain file
+                and of the go-fuse floor's file (its cache dropped first)
   open          open offset/N, read its first line, close, vs a seek in
                 the plain file
   concurrent    four dd bs=1M at once, a quarter of the records each, vs
