@@ -46,9 +46,9 @@
 //	              offset/0: new ones, then the same again the go-fuse floor's file (cache dropped)
 //	open          open offset/N, read a line (4 KiB       open that file, seek to record N, read
 //	              bufio), close; random N                 a line, close
-//	concurrent    dd bs=1M of offset/(k*n/4), a quarter   the same byte ranges of that file
-//	              of the records each: one alone, four
-//	              at once (first, second read)
+//	concurrent    dd bs=1M of offset/(k*n/4), a quarter   the same byte ranges of that file, and
+//	              of the records each: one alone, four    of the floor's file (first read: one
+//	              at once (first, second read)            alone, four at once; second read)
 //	write         write(2) of one line at a time to a     the same writes to the floor: a go-fuse
 //	              new topic's append file                 server that does nothing (floorfs), and
 //	                                                      to a plain file

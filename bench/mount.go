@@ -331,7 +331,7 @@ func (r *runner) toolPhases(ctx context.Context, dataDir string, p *payload, n i
 		}
 	}
 	if o.wants(PhaseConcurrent) {
-		if err := r.concurrentPhase(ctx, mp, plain, p, n); err != nil {
+		if err := r.concurrentPhase(ctx, work, mp, plain, p, n); err != nil {
 			return err
 		}
 	}

@@ -424,7 +424,7 @@ func firstLine(file string, at int64) ([]byte, error) {
 // records: dd bs=1M of offset/(k*n/4) for n/4 records' bytes on the
 // mount, the same byte ranges of plain.txt for the baseline. Cases: one
 // reader alone (its first read), four first reads, four second reads.
-func (r *runner) concurrentPhase(ctx context.Context, mp, plain string, p *payload, n int64) error {
+func (r *runner) concurrentPhase(ctx context.Context, work, mp, plain string, p *payload, n int64) (err error) {
 	const readers = 4
 	size := int64(p.size + 1)
 	quarter := n / readers
@@ -432,6 +432,14 @@ func (r *runner) concurrentPhase(ctx context.Context, mp, plain string, p *paylo
 		return nil
 	}
 	bytesEach := quarter * size
+	// The floor: four readers of a go-fuse file served from memory, to
+	// say how far FUSE itself scales on this machine.
+	fl, err := r.startFloor(ctx, filepath.Join(work, "concurrent-floor"), n*size)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, fl.stop()) }()
+	floorData := filepath.Join(fl.mp, "data")
 	files := make([]string, readers)
 	for k := range files {
 		files[k] = filepath.Join(mp, topic, "0", "offset", strconv.FormatInt(int64(k)*quarter, 10))
@@ -439,9 +447,11 @@ func (r *runner) concurrentPhase(ctx context.Context, mp, plain string, p *paylo
 	ddMount := func(k int) []string {
 		return []string{"if=" + files[k], "of=/dev/null", "bs=1M", "iflag=count_bytes", fmt.Sprintf("count=%d", bytesEach)}
 	}
-	ddPlain := func(k int) []string {
-		return []string{"if=" + plain, "of=/dev/null", "bs=1M", "iflag=skip_bytes,count_bytes",
-			fmt.Sprintf("skip=%d", int64(k)*bytesEach), fmt.Sprintf("count=%d", bytesEach)}
+	ddAt := func(file string) func(k int) []string {
+		return func(k int) []string {
+			return []string{"if=" + file, "of=/dev/null", "bs=1M", "iflag=skip_bytes,count_bytes",
+				fmt.Sprintf("skip=%d", int64(k)*bytesEach), fmt.Sprintf("count=%d", bytesEach)}
+		}
 	}
 	together := func(k int, args func(int) []string) (time.Duration, error) {
 		var wg sync.WaitGroup
@@ -475,16 +485,23 @@ func (r *runner) concurrentPhase(ctx context.Context, mp, plain string, p *paylo
 		mk(SubjectMount, "four readers", PassSecond, readers),
 		mk(SubjectPlain, "one reader", "", 1),
 		mk(SubjectPlain, "four readers", "", readers),
+		mk(SubjectFloor, "one reader", PassFirst, 1),
+		mk(SubjectFloor, "four readers", PassFirst, readers),
+		mk(SubjectFloor, "four readers", PassSecond, readers),
 	}
 	lat := make([][]int64, len(res))
 	for range max(r.o.Count, 3) {
 		for i := range res {
-			k, args := int(res[i].Records/quarter), ddMount
-			if res[i].Subject == SubjectPlain {
-				args = ddPlain
+			k := int(res[i].Records / quarter)
+			args, drop := ddMount, files[:k]
+			switch res[i].Subject {
+			case SubjectPlain:
+				args = ddAt(plain)
+			case SubjectFloor:
+				args, drop = ddAt(floorData), []string{floorData}
 			}
 			if res[i].Pass == PassFirst {
-				for _, f := range files[:k] {
+				for _, f := range drop {
 					if err := dropCache(f); err != nil {
 						return err
 					}

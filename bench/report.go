@@ -274,14 +274,17 @@ func ratios(rs []Result) {
 		r := &rs[i]
 		var base *Result
 		switch {
-		case r.Phase == PhaseConcurrent && r.Subject == SubjectMount && r.Case == "four readers" && r.Pass == PassFirst:
-			// The target: four first reads use both CPUs, against one.
-			base = findCase(r, SubjectMount, "one reader", PassFirst)
+		case r.Phase == PhaseConcurrent && r.Subject != SubjectPlain && r.Case == "four readers" && r.Pass == PassFirst:
+			// The target: four first reads use both CPUs, against one
+			// (and the floor's, for how far FUSE scales here).
+			base = findCase(r, r.Subject, "one reader", PassFirst)
 			if base != nil {
 				r.Baseline = "one reader"
 				r.VsBase = base.unitNs() / r.unitNs()
 			}
 			continue
+		case r.Phase == PhaseConcurrent && r.Subject == SubjectFloor && r.Pass == PassSecond:
+			base = findCase(r, SubjectPlain, r.Case, "")
 		case r.Phase == PhaseWrite && r.Subject != SubjectFloor:
 			base = findCase(r, SubjectFloor, r.Case, "")
 		case r.Phase == PhaseReaders && r.Subject == SubjectFloor:
@@ -311,6 +314,22 @@ func targets(rep *Report) []Target {
 	var ts []Target
 	add := func(target, measured string, v float64, met bool) {
 		ts = append(ts, Target{Target: target, Measured: measured, Value: v, Met: met})
+	}
+	// floorOf returns the go-fuse floor's row of r's cell, measured in
+	// the same run: how much of a miss is FUSE's own.
+	floorOf := func(r Result) (Result, bool) {
+		for _, f := range rep.Results {
+			if f.Phase == r.Phase && f.Size == r.Size && f.Subject == SubjectFloor && f.Case == r.Case && f.Pass == r.Pass {
+				return f, true
+			}
+		}
+		return Result{}, false
+	}
+	floorRatio := func(r Result) string {
+		if f, ok := floorOf(r); ok && f.VsBase > 0 {
+			return fmt.Sprintf("; the floor %.2fx", f.VsBase)
+		}
+		return ""
 	}
 	for _, r := range rep.Results {
 		where := fmt.Sprintf("%d B", r.Size)
@@ -342,32 +361,24 @@ func targets(rep *Report) []Target {
 			if r.Pass == PassFirst {
 				want = 0.5
 			}
-			floor := ""
-			for _, f := range rep.Results {
-				if f.Phase == r.Phase && f.Size == r.Size && f.Subject == SubjectFloor && f.Case == r.Case && f.Pass == r.Pass && f.VsBase > 0 {
-					floor = fmt.Sprintf("; the floor %.2fx", f.VsBase)
-				}
-			}
-			add(fmt.Sprintf("%s read >= %.2gx plain", r.Pass, want), fmt.Sprintf("%s, %s: %.2fx (%.0f vs %.0f MB/s%s)", where, r.Case, r.VsBase, r.MBps, r.MBps/r.VsBase, floor), r.VsBase, r.VsBase >= want)
+			add(fmt.Sprintf("%s read >= %.2gx plain", r.Pass, want), fmt.Sprintf("%s, %s: %.2fx (%.0f vs %.0f MB/s%s)", where, r.Case, r.VsBase, r.MBps, r.MBps/r.VsBase, floorRatio(r)), r.VsBase, r.VsBase >= want)
 		case r.Subject == SubjectMount && r.Phase == PhasePread:
 			limit := 50 * time.Microsecond
 			if r.Pass == PassSecond {
 				limit = 5 * time.Microsecond
 			}
 			floor := ""
-			for _, f := range rep.Results {
-				if f.Phase == r.Phase && f.Size == r.Size && f.Subject == SubjectFloor && f.Case == r.Case {
-					floor = fmt.Sprintf("; the floor p50 %s", DurationCell(f.P50))
-				}
+			if f, ok := floorOf(r); ok {
+				floor = fmt.Sprintf("; the floor p50 %s", DurationCell(f.P50))
 			}
 			add(fmt.Sprintf("4 KiB pread at a %s: p50 < %s", r.Case, DurationCell(limit)), fmt.Sprintf("%s: p50 %s, p99 %s%s", where, DurationCell(r.P50), DurationCell(r.P99), floor), r.P50.Seconds()*1e6, r.P50 < limit)
 		case r.Subject == SubjectMount && r.Phase == PhaseOpen:
 			add("open offset/N + first line: p50 < 1 ms", fmt.Sprintf("%s: p50 %s, p99 %s", where, DurationCell(r.P50), DurationCell(r.P99)), r.P50.Seconds()*1e3, r.P50 < time.Millisecond)
 		case r.Subject == SubjectMount && r.Phase == PhaseConcurrent && r.Case == "four readers" && r.VsBase > 0:
 			if r.Pass == PassFirst {
-				add("four first reads >= 1.5x one reader's, in aggregate", fmt.Sprintf("%s: %.2fx (%.0f MB/s)", where, r.VsBase, r.MBps), r.VsBase, r.VsBase >= 1.5)
+				add("four first reads >= 1.5x one reader's, in aggregate", fmt.Sprintf("%s: %.2fx (%.0f MB/s%s)", where, r.VsBase, r.MBps, floorRatio(r)), r.VsBase, r.VsBase >= 1.5)
 			} else {
-				add("four second reads >= 0.85x four on plain files", fmt.Sprintf("%s: %.2fx (%.0f MB/s)", where, r.VsBase, r.MBps), r.VsBase, r.VsBase >= 0.85)
+				add("four second reads >= 0.85x four on plain files", fmt.Sprintf("%s: %.2fx (%.0f MB/s%s)", where, r.VsBase, r.MBps, floorRatio(r)), r.VsBase, r.VsBase >= 0.85)
 			}
 		case r.Subject == SubjectMount && r.Phase == PhaseWrite && r.VsBase > 0:
 			add("one-line writes within 2x of the go-fuse floor", fmt.Sprintf("%s: %.2fx the floor's time per write (%s vs %s)", where, 1/r.VsBase, NanosCell(r.unitNs()), NanosCell(r.unitNs()*r.VsBase)), 1/r.VsBase, r.VsBase >= 0.5)

@@ -75,7 +75,8 @@ against the same tool on plain files:
   open          open offset/N, read its first line, close, vs a seek in
                 the plain file
   concurrent    four dd bs=1M at once, a quarter of the records each, vs
-                one alone (first reads) and vs four on the plain file
+                one alone (first reads) and vs four on the plain file;
+                the go-fuse floor's file read the same way alongside
   write         one-line write(2)s to an append file vs a go-fuse server
                 that does nothing (the floor) and a plain file
   memory        a mount of --segments segments: peak RSS, memory mappings
