@@ -258,6 +258,11 @@ func TestCorruptBatch(t *testing.T) {
 	// the bad batch and gets EIO rather than an end of file.
 	require.Equal(t, jsize+1, st.Size(), "offset/0.jsonl's size is what lies before the bad batch, and one byte")
 	require.Less(t, jsize-int64(len(jgot)), int64(4096))
+	// A file from the bad batch's first offset opens (its batch is
+	// checked by the read, not the open) and its first read fails.
+	g, err := os.ReadFile(filepath.Join(off, itoa(record.Offset(bad))))
+	require.ErrorIs(t, err, syscall.EIO)
+	require.Empty(t, g)
 	// A file from an offset after the bad batch, in the same segment, is
 	// whole; one from inside it is empty and its read fails.
 	after := -1
