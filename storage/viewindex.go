@@ -450,9 +450,11 @@ func (v *viewIndex) renderedBeforeOnce(s *segment, off, limit record.Offset, sh 
 	}
 	e.rendered -= sh.hiddenBefore(e.pos)
 	size := record.Position(s.size.Load())
-	// Headers first: a batch is read whole, and its CRC checked, only
-	// when its records are counted. The one at off (often the first, as
-	// entries lie at batch starts) is left to the read that renders it.
+	// A header first: the batch at off (often the first, as entries lie
+	// at batch starts) is left to the read that renders it. Every batch
+	// before off is read whole and its CRC checked, control and hidden
+	// ones too: a length outside the CRC could otherwise skip a batch
+	// unseen, and a bad batch must be found where it starts.
 	sc := record.NewScanner(s.log, e.pos, size, headerScan)
 	var dec record.Decoder
 	var scratch []byte
@@ -463,17 +465,17 @@ func (v *viewIndex) renderedBeforeOnce(s *segment, off, limit record.Offset, sh 
 		if err := b.CheckFollows(s.base, ended, limit); err != nil {
 			return n, b.Pos, record.WithFile(err, s.logPath())
 		}
-		ended = b.NextOffset()
 		if b.BaseOffset >= off {
 			return n, 0, nil
-		}
-		if b.Attributes.Control() || sh.hides(b) {
-			continue
 		}
 		if sc.Seek(b.Pos, readerScan); !sc.Next() {
 			break // the scanner says why
 		}
 		sc.Seek(sc.Pos(), headerScan)
+		ended = b.NextOffset()
+		if b.Attributes.Control() || sh.hides(b) {
+			continue
+		}
 		if b.LastOffset() >= off {
 			// The batch that holds off: a big one gets marks, for the
 			// next view or read that starts inside it.
