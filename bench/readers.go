@@ -324,15 +324,23 @@ func (r *runner) preadPhase(ctx context.Context, work, rec0, plain string, p *pa
 		res.Bytes = res.Ops * readSize
 		return nil
 	}
-	for _, c := range []struct {
-		name, pass string
-	}{{"new position", PassFirst}, {"position read before", PassSecond}} {
-		mres := Result{Phase: PhasePread, Size: p.size, Subject: SubjectMount, Case: c.name, Pass: c.pass, LatUnit: "pread",
-			What: fmt.Sprintf("pread 4 KiB of offset/0 at %d random positions (%s)", len(pos), c.name)}
-		if err := timeReads(mf, &mres); err != nil {
-			return err
+	// twice reads f at the positions twice, once with its cache dropped
+	// (new positions) and once again (positions read before).
+	twice := func(f *os.File, subject, what string) error {
+		for _, c := range []struct {
+			name, pass string
+		}{{"new position", PassFirst}, {"position read before", PassSecond}} {
+			res := Result{Phase: PhasePread, Size: p.size, Subject: subject, Case: c.name, Pass: c.pass, LatUnit: "pread",
+				What: fmt.Sprintf("pread 4 KiB of %s at %d random positions (%s)", what, len(pos), c.name)}
+			if err := timeReads(f, &res); err != nil {
+				return err
+			}
+			r.add(res)
 		}
-		r.add(mres)
+		return nil
+	}
+	if err := twice(mf, SubjectMount, "offset/0"); err != nil {
+		return err
 	}
 	pres := Result{Phase: PhasePread, Size: p.size, Subject: SubjectPlain, Case: "new position", LatUnit: "pread",
 		What: fmt.Sprintf("pread 4 KiB of plain.txt at the same %d positions", len(pos))}
@@ -342,17 +350,7 @@ func (r *runner) preadPhase(ctx context.Context, work, rec0, plain string, p *pa
 	r.add(pres)
 	pres.Case = "position read before"
 	r.add(pres)
-	for _, c := range []struct {
-		name, pass string
-	}{{"new position", PassFirst}, {"position read before", PassSecond}} {
-		fres := Result{Phase: PhasePread, Size: p.size, Subject: SubjectFloor, Case: c.name, Pass: c.pass, LatUnit: "pread",
-			What: fmt.Sprintf("pread 4 KiB of the floor's file at the same %d positions (%s)", len(pos), c.name)}
-		if err := timeReads(ff, &fres); err != nil {
-			return err
-		}
-		r.add(fres)
-	}
-	return nil
+	return twice(ff, SubjectFloor, "the floor's file")
 }
 
 // openPhase opens offset/N at random N, reads its first line as a program
