@@ -123,20 +123,7 @@ func checkViewsStopAtBadBytes(t *testing.T, damage string, sidecar bool, iso Iso
 		badFrom, resume = segs[3].base, segs[3].base
 	}
 	starts := []record.Offset{0, seg.base, badFrom - 1, badFrom, resume, resume + 1, segs[4].base, p.EndOffset() - 1}
-	want := map[Format]map[record.Offset][]byte{}
-	for _, f := range []Format{Values, JSONL} {
-		want[f] = map[record.Offset][]byte{}
-		for _, n := range starts {
-			all := renderAll(t, p, f, n)
-			switch {
-			case n < badFrom:
-				all = all[:len(all)-len(renderAll(t, p, f, badFrom))]
-			case n < resume:
-				all = nil // a record of the bad batch: the view stops at once
-			}
-			want[f][n] = all
-		}
-	}
+	want := wantAroundBad(t, p, starts, badFrom, resume)
 	require.NoError(t, l.Close())
 	logPath := layout.SegmentPath(pdir, seg.base, layout.LogSuffix)
 	switch damage {
@@ -240,4 +227,28 @@ func TestReadsAfterBadBytes(t *testing.T) {
 		require.True(t, badData(err), "a reader at the bad batch's own offset: %v", err)
 		require.NoError(t, l.Close())
 	}
+}
+
+// wantAroundBad returns, before the damage, what a view from each of
+// starts must show once the records from badFrom to resume are bad, in
+// both formats: the records up to the bad ones from a start before them,
+// nothing from a start among them (the view stops at once), everything
+// from a start after them.
+func wantAroundBad(t *testing.T, p *Partition, starts []record.Offset, badFrom, resume record.Offset) map[Format]map[record.Offset][]byte {
+	t.Helper()
+	want := map[Format]map[record.Offset][]byte{}
+	for _, f := range []Format{Values, JSONL} {
+		want[f] = map[record.Offset][]byte{}
+		for _, n := range starts {
+			all := renderAll(t, p, f, n)
+			switch {
+			case n < badFrom:
+				all = all[:len(all)-len(renderAll(t, p, f, badFrom))]
+			case n < resume:
+				all = nil
+			}
+			want[f][n] = all
+		}
+	}
+	return want
 }

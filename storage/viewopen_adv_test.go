@@ -246,20 +246,7 @@ func checkAdvNewViewAtBadBatch(t *testing.T, where, mode string, iso Isolation) 
 	if resume < end {
 		starts = append(starts, resume+1)
 	}
-	want := map[Format]map[record.Offset][]byte{}
-	for _, f := range []Format{Values, JSONL} {
-		want[f] = map[record.Offset][]byte{}
-		for _, n := range starts {
-			all := renderAll(t, p, f, n)
-			switch {
-			case n < badFrom:
-				all = all[:len(all)-len(renderAll(t, p, f, badFrom))]
-			case n < resume:
-				all = nil
-			}
-			want[f][n] = all
-		}
-	}
+	want := wantAroundBad(t, p, starts, badFrom, resume)
 	logPath := seg.logPath()
 	damage := func() {
 		at := int64(bad.Pos) + int64(len(bad.Bytes)) - 3
