@@ -277,21 +277,18 @@ func (n *recordNode) viewSize(ctx context.Context, fh gofs.FileHandle) (int64, e
 	}
 	defer release()
 	size, stopped, err := n.ps.p.ViewSize(n.format, n.start)
-	if err == nil && stopped {
-		size++ // see kernelSize
-	}
-	return size, err
+	return kernelSize(size, stopped), err
 }
 
-// kernelSize is the size the kernel is told of view v, whose size is size:
-// one byte more when the view ends at bad bytes, so that a reader through
+// kernelSize is the size the kernel is told of a view whose size is size:
+// one byte more when the view stops at bad bytes, so that a reader through
 // the page cache asks for the page that holds them and gets EIO instead of
 // an end of file (see storage.View.Stopped).
-func kernelSize(v *storage.View, size int64, err error) (int64, error) {
-	if err == nil && v.Stopped() != nil {
+func kernelSize(size int64, stopped bool) int64 {
+	if stopped {
 		size++
 	}
-	return size, err
+	return size
 }
 
 func (n *recordNode) name() string {
@@ -472,7 +469,7 @@ func (h *recordHandle) held() (int64, error) {
 	}
 	defer h.putView(iv)
 	n, err := iv.v.Held()
-	return kernelSize(iv.v, n, err)
+	return kernelSize(n, err == nil && iv.v.Stopped() != nil), err
 }
 
 // Read renders the bytes at off straight into the request's buffer, or,
