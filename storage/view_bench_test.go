@@ -216,6 +216,39 @@ func TestViewMarksBounded(t *testing.T) {
 	require.NoError(t, v.Close())
 }
 
+// Every big batch of a full-size segment keeps its marks: a default 1 GiB
+// segment of 1 MiB writes holds more than a thousand batches, and random
+// reads across it must not drop one batch's marks to make another's (each
+// dropped one costs the next read there the whole batch again).
+func TestViewMarksWholeSegment(t *testing.T) {
+	const batches = 1100 // past the 1024 innerMax once was
+	l := openLog(t, t.TempDir(), Options{})
+	top, _ := l.CreateTopic("t", 1, nil)
+	p, _ := top.Partition(0)
+	value := bytes.Repeat([]byte("m"), innerMin/2+1) // two make a big batch
+	for i := 0; i < batches; i++ {
+		_, err := p.Append([]Record{{Value: value}, {Value: value}})
+		require.NoError(t, err)
+	}
+	require.Len(t, p.segments(), 1)
+	v, err := p.NewView(Values, 0)
+	require.NoError(t, err)
+	defer v.Close()
+	one := make([]byte, 1)
+	for i := 0; i < batches; i++ {
+		at := int64(i)*2*int64(len(value)+1) + int64(len(value)) + 1 // the batch's second record
+		_, err := v.ReadAt(one, at)
+		require.NoError(t, err)
+		require.Equal(t, byte('m'), one[0])
+	}
+	s := p.segments()[0]
+	vi := s.views.get(s, Values)
+	vi.mu.Lock()
+	marked := len(vi.inner)
+	vi.mu.Unlock()
+	require.Equal(t, batches, marked, "batches with marks")
+}
+
 // BenchmarkViewPreadSmallBatches reads at random positions of one values
 // view from offset 0, on data in batches of 64 records (what `logfs bench`
 // writes): each read lands at a new position, renders from the view index
