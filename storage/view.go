@@ -691,12 +691,9 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 		} else {
 			e = vi.locate(local)
 		}
-		if ib := vi.innerAt(e.pos); ib != nil && ib.end() <= sh.end && !(ib.h.Attributes.Transactional() && len(sh.hidden) > 0) {
+		if m, ok := markBefore(vi.innerAt(e.pos), local, &sh); ok {
 			// A batch with marks: read from the one before local.
-			if adj := sh.hiddenBefore(ib.pos); local >= ib.from()-adj && local < ib.to-adj {
-				m := ib.markAt(local + adj)
-				return v.renderInner(i, ib, m.index, int(m.off), m.at-adj, local, want)
-			}
+			return v.renderInner(i, m.ib, m.index, int(m.off), m.at, local, want)
 		}
 		from, at, ended = e.pos, e.rendered, e.base
 	}
@@ -733,6 +730,13 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 			pos = v.sc.Batch().Pos
 			if b, err = v.scanned(i); err == nil && !b.Attributes.Control() && !sh.hides(b) {
 				vi.markBatch(b, atBefore+int64(kept)+sh.hiddenBefore(b.Pos), &v.dec)
+				if kept == 0 && !sequential {
+					if m, ok := markBefore(vi.innerAt(b.Pos), local, &sh); ok {
+						// local is in a batch that has marks now: render
+						// from the one before it, not the whole batch.
+						return v.renderInner(i, m.ib, m.index, int(m.off), m.at, local, want)
+					}
+				}
 				err = v.renderBatch(b, local, &at)
 			}
 		}
@@ -761,6 +765,29 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 		return nil, nil
 	}
 	return v.chunk[local-v.chunkAt:], nil
+}
+
+// innerStart is where a read of a batch with marks starts: mark m of ib,
+// at rendered byte m.at as the view counts (without hidden batches).
+type innerStart struct {
+	innerMark
+	ib *innerBatch
+}
+
+// markBefore returns where to render rendered byte local of segs[i] from,
+// when it lies in ib, a batch with marks (nil for none) that the view shows
+// as it is (sh): the last mark at or before it.
+func markBefore(ib *innerBatch, local int64, sh *shown) (innerStart, bool) {
+	if ib == nil || ib.end() > sh.end || ib.h.Attributes.Transactional() && len(sh.hidden) > 0 {
+		return innerStart{}, false
+	}
+	adj := sh.hiddenBefore(ib.pos) // marks count every batch
+	if local < ib.from()-adj || local >= ib.to-adj {
+		return innerStart{}, false
+	}
+	m := ib.markAt(local + adj)
+	m.at -= adj
+	return innerStart{innerMark: m, ib: ib}, true
 }
 
 // renderInner renders batch ib of segs[i] into the chunk from its record

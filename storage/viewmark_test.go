@@ -1,0 +1,87 @@
+package storage
+
+import (
+	"fmt"
+	"io"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/logfs/logfs/internal/broker"
+)
+
+// The first read that lands inside a big batch (one that gets marks, see
+// viewinner.go) reads it whole, marks it, and renders from the mark before
+// the wanted byte. Every such read, and the reads that carry on from it,
+// match the rendering, in both formats and both isolation levels, with big
+// batches inside transactions (committed, aborted and open), next to
+// control batches and small ones.
+func TestViewFirstReadInBigBatch(t *testing.T) {
+	dir := t.TempDir()
+	w := newTxnWriter(t, dir, broker.Options{SegmentBytes: 1 << 20})
+	rng := rand.New(rand.NewSource(11))
+	big := func(pid, i int) []string {
+		vals := make([]string, 150+rng.Intn(250))
+		for k := range vals {
+			vals[k] = fmt.Sprintf("p%d-%d-%d-%s", pid, i, k, strings.Repeat("v", rng.Intn(600)))
+		}
+		return vals
+	}
+	inTxn := map[int64]bool{}
+	for i := 0; i < 60; i++ {
+		pid := int64(rng.Intn(3)) // 0: plain records
+		switch {
+		case pid == 0:
+			w.write(-1, false, big(0, i)...)
+		case inTxn[pid] && rng.Intn(3) == 0:
+			w.marker(pid, rng.Intn(2) == 0)
+			inTxn[pid] = false
+		case rng.Intn(4) == 0:
+			w.write(pid, true, fmt.Sprintf("small-%d", i))
+			inTxn[pid] = true
+		default:
+			w.write(pid, true, big(int(pid), i)...)
+			inTxn[pid] = true
+		}
+	}
+	if inTxn[1] {
+		w.marker(1, true)
+	}
+	w.write(-1, false, big(0, 99)...) // producer 2's transaction may stay open
+	require.NoError(t, w.p.Close())
+
+	for _, iso := range []Isolation{ReadUncommitted, ReadCommitted} {
+		l := openLog(t, dir, Options{ReadOnly: true, Isolation: iso})
+		p, err := l.Partition("tx", 0)
+		require.NoError(t, err)
+		require.Greater(t, len(p.segments()), 2)
+		for _, f := range []Format{Values, JSONL} {
+			want := w.expected(t, p, f, iso, 0)
+			require.Greater(t, len(want), 2<<20)
+			v, err := p.NewView(f, 0)
+			require.NoError(t, err)
+			for k := 0; k < 150; k++ {
+				for _, s := range p.segments() {
+					s.views.dropInner() // every read is a first one
+				}
+				at := rng.Int63n(int64(len(want)))
+				b := make([]byte, 1+rng.Intn(9000))
+				// The read, then two that carry on from it (inside the batch,
+				// and on past its end for the short ones).
+				for step := 0; step < 3 && at < int64(len(want)); step++ {
+					n, err := v.ReadAt(b, at)
+					if err != nil {
+						require.ErrorIs(t, err, io.EOF)
+					}
+					end := min(at+int64(len(b)), int64(len(want)))
+					require.Equal(t, string(want[at:end]), string(b[:n]), "%v %v: read %d of %d at %d", iso, f, step, len(b), at)
+					at += int64(n)
+				}
+			}
+			require.NoError(t, v.Close())
+		}
+		require.NoError(t, l.Close())
+	}
+}
