@@ -576,20 +576,21 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 			}
 			return 0, cause
 		}
-		if v.format == Values && v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk)) && v.cut.ib == nil {
-			// Reading on from where the last read stopped: render straight
-			// into b, one copy fewer than going through the chunk.
+		if v.format == Values {
+			// Values go straight into b, one copy fewer than through the
+			// chunk: on from where the last read stopped, or from the mark
+			// before local in a batch with marks.
 			dst := b[n:]
 			if stops && int64(len(dst)) > stopAt-local {
 				dst = dst[:stopAt-local] // see the chunk's clamp below
 			}
-			k, err := v.renderInto(i, local, dst)
+			k, done, err := v.renderValuesAt(i, local, dst)
 			if err != nil {
 				return n, err
 			}
 			n += k
 			local += int64(k)
-			if k > 0 || len(v.chunk) > 0 {
+			if done {
 				continue
 			}
 		}
@@ -685,13 +686,8 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 		}
 		from, at, ended = v.chunkEnd, local, v.chunkEnded // carry on after the chunk
 	} else {
-		var e viewEntry
-		if len(sh.hidden) > 0 {
-			e = vi.locateShown(local, &sh)
-		} else {
-			e = vi.locate(local)
-		}
-		if m, ok := markBefore(vi.innerAt(e.pos), local, &sh); ok {
+		e, m, ok := v.locate(i, local, &sh)
+		if ok {
 			// A batch with marks: read from the one before local.
 			return v.renderInner(i, m.ib, m.index, int(m.off), m.at, local, want)
 		}
@@ -765,6 +761,111 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 		return nil, nil
 	}
 	return v.chunk[local-v.chunkAt:], nil
+}
+
+// locate returns the view index entry of segs[i] to render rendered byte
+// local from, and, when local lies in a batch with marks, the mark to
+// render it from instead (ok).
+func (v *View) locate(i int, local int64, sh *shown) (viewEntry, innerStart, bool) {
+	vi := v.idx[i]
+	var e viewEntry
+	if len(sh.hidden) > 0 {
+		e = vi.locateShown(local, sh)
+	} else {
+		e = vi.locate(local)
+	}
+	m, ok := markBefore(vi.innerAt(e.pos), local, sh)
+	return e, m, ok
+}
+
+// renderValuesAt renders the values of segs[i] from local on straight into
+// dst, when it can: on from where the chunk ends (renderInto, or the rest
+// of a batch the chunk ends inside), or, for a read elsewhere, from the
+// mark before local. done is false when it did not, and the chunk is to
+// be used (renderAt); when it is true, the bytes it rendered are n, and n
+// is 0 only at the segment's end or when the record at local went to the
+// chunk (too long for dst).
+func (v *View) renderValuesAt(i int, local int64, dst []byte) (n int, done bool, err error) {
+	switch {
+	case v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk)):
+		if c := v.cut; c.ib != nil {
+			n, err = v.renderMarkInto(i, innerStart{innerMark{index: c.index, off: int32(c.off), at: local}, c.ib}, local, dst)
+			return n, true, err
+		}
+		n, err = v.renderInto(i, local, dst)
+		return n, err != nil || n > 0 || len(v.chunk) > 0, err
+	case v.chunkSeg == i && local >= v.chunkAt && local < v.chunkAt+int64(len(v.chunk)):
+		return 0, false, nil // the chunk has it
+	}
+	sh, err := v.shown(i)
+	if err != nil {
+		return 0, true, err
+	}
+	if _, m, ok := v.locate(i, local, &sh); ok {
+		n, err = v.renderMarkInto(i, m, local, dst)
+		return n, true, err
+	}
+	return 0, false, nil
+}
+
+// renderMarkInto renders the values of batch m.ib of segs[i] from mark m
+// on straight into dst, skipping the records that end at or before local,
+// while whole records fit. The record that does not goes to the chunk,
+// which then ends inside the batch (v.cut) or at its end, as renderInner
+// leaves it.
+func (v *View) renderMarkInto(i int, m innerStart, local int64, dst []byte) (_ int, err error) {
+	defer v.dropChunkOnError(&err)
+	v.chunk, v.chunkSeg, v.cut = v.chunk[:0], i, viewCut{}
+	if v.win == nil {
+		v.win = getWindow()
+	}
+	ib, at, n := m.ib, m.at, 0 // at: where the next record's rendering starts
+	index, off, err := ib.walk(v.segs[i], v.win, m.index, int(m.off), len(dst), func(r *record.Record) bool {
+		size := int64(len(r.Value)) + 1
+		if at+size <= local {
+			at += size // wholly before local (only while n is 0)
+			return true
+		}
+		from := max(local-at, 0) // inside the first record only
+		if int64(n)+size-from > int64(len(dst)) {
+			v.chunk = Values.Append(v.chunk, r)
+			return false
+		}
+		if from < size-1 {
+			n += copy(dst[n:], r.Value[from:])
+		}
+		dst[n] = '\n'
+		n++
+		at += size
+		return n < len(dst)
+	})
+	if err != nil {
+		return 0, err
+	}
+	// The chunk holds the record that did not fit, from at, or nothing, and
+	// ends where the batch or the rendering into dst stopped.
+	v.chunkAt, v.chunkEnd, v.chunkEnded = at, ib.end(), ib.h.NextOffset()
+	if index < ib.h.RecordCount {
+		v.cut = viewCut{ib: ib, index: index, off: off}
+	}
+	return n, nil
+}
+
+// marked returns the marks of b, a batch of segs[i] just read whole and
+// checked, whose rendering starts at rendered byte from (every batch
+// counted), and makes them if it is big enough and has none; nil when it
+// has none or the view cannot render it from them (see markBefore).
+func (v *View) marked(i int, b *record.Batch, from int64, sh *shown) *innerBatch {
+	if !markable(b) {
+		return nil
+	}
+	vi := v.idx[i]
+	vi.markBatch(b, from, &v.dec)
+	ib := vi.innerAt(b.Pos)
+	if ib == nil || ib.end() > sh.end || ib.h.Attributes.Transactional() && len(sh.hidden) > 0 {
+		return nil
+	}
+	return ib
 }
 
 // innerStart is where a read of a batch with marks starts: mark m of ib,
@@ -879,7 +980,8 @@ func (v *View) renderInto(i int, local int64, dst []byte) (_ int, err error) {
 			var b *record.Batch
 			pos = v.sc.Batch().Pos
 			if b, err = v.scanned(i); err == nil && !b.Attributes.Control() && !sh.hides(b) {
-				n, spilled, err = v.renderValues(b, dst, n)
+				ib := v.marked(i, b, local+int64(n)+sh.hiddenBefore(b.Pos), &sh)
+				n, spilled, err = v.renderValues(b, ib, dst, n)
 			}
 		}
 		if err != nil {
@@ -899,8 +1001,12 @@ func (v *View) renderInto(i int, local int64, dst []byte) (_ int, err error) {
 
 // renderValues copies the values of b's records into dst from n on, each
 // followed by '\n', while they fit; the first that does not and the rest
-// go to the chunk, and spilled says so.
-func (v *View) renderValues(b *record.Batch, dst []byte, n int) (_ int, spilled bool, _ error) {
+// go to the chunk, and spilled says so. When b has marks (ib, see marked),
+// only the first that does not fit goes to the chunk, which then ends
+// inside the batch (v.cut): a read that carries on renders the rest from
+// there, and one elsewhere (the kernel's next request, served by another
+// view) never decodes it.
+func (v *View) renderValues(b *record.Batch, ib *innerBatch, dst []byte, n int) (_ int, spilled bool, _ error) {
 	it, err := v.dec.Records(b)
 	if err != nil {
 		return n, false, err
@@ -910,6 +1016,12 @@ func (v *View) renderValues(b *record.Batch, dst []byte, n int) (_ int, spilled 
 		if spilled || n+len(r.Value)+1 > len(dst) {
 			spilled = true
 			v.chunk = Values.Append(v.chunk, r)
+			if ib != nil {
+				if index := it.Index(); index < ib.h.RecordCount {
+					v.cut = viewCut{ib: ib, index: index, off: it.Off()}
+				}
+				return n, true, nil
+			}
 			continue
 		}
 		n += copy(dst[n:], r.Value)

@@ -145,11 +145,17 @@ func (v *viewIndex) innerAt(pos record.Position) *innerBatch {
 	return v.inner[pos]
 }
 
+// markable reports whether batch b gets marks once read: uncompressed, not
+// a control batch, and big.
+func markable(b *record.Batch) bool {
+	return b.Attributes.Compression() == record.None && !b.Attributes.Control() && len(b.Bytes)-record.HeaderSize >= innerMin
+}
+
 // markBatch gives b, a batch just read whole and checked, whose rendering
 // starts at rendered byte from of its segment (every batch counted), its
 // marks, if it is big enough and has none.
 func (v *viewIndex) markBatch(b *record.Batch, from int64, dec *record.Decoder) {
-	if b.Attributes.Compression() != record.None || b.Attributes.Control() || len(b.Bytes)-record.HeaderSize < innerMin {
+	if !markable(b) {
 		return
 	}
 	v.mu.Lock()

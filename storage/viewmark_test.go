@@ -17,7 +17,8 @@ import (
 // the wanted byte. Every such read, and the reads that carry on from it,
 // match the rendering, in both formats and both isolation levels, with big
 // batches inside transactions (committed, aborted and open), next to
-// control batches and small ones.
+// control batches and small ones; and so do two views that take turns
+// reading on, each from where the other stopped.
 func TestViewFirstReadInBigBatch(t *testing.T) {
 	dir := t.TempDir()
 	w := newTxnWriter(t, dir, broker.Options{SegmentBytes: 1 << 20})
@@ -81,7 +82,84 @@ func TestViewFirstReadInBigBatch(t *testing.T) {
 				}
 			}
 			require.NoError(t, v.Close())
+
+			// Two views taking turns over the whole rendering, as the mount
+			// serves the kernel's read-ahead: each read starts where the
+			// other view's ended, inside a batch more often than not.
+			for _, s := range p.segments() {
+				s.views.dropInner()
+			}
+			var vs [2]*View
+			for k := range vs {
+				vs[k], err = p.NewView(f, 0)
+				require.NoError(t, err)
+			}
+			var got []byte
+			for k, at := 0, int64(0); ; k++ {
+				b := make([]byte, 1+rng.Intn(300<<10))
+				n, err := vs[k%2].ReadAt(b, at)
+				got = append(got, b[:n]...)
+				at += int64(n)
+				if err == io.EOF || n == 0 {
+					break
+				}
+				require.NoError(t, err)
+			}
+			require.Equal(t, string(want), string(got), "%v %v: two views in turn", iso, f)
+			for _, v := range vs {
+				require.NoError(t, v.Close())
+			}
 		}
 		require.NoError(t, l.Close())
+	}
+}
+
+// A read that ends anywhere in a big batch, the first record to the last,
+// leaves the rest of it for the next read: nothing is lost or repeated
+// where the read stops, with the batch's marks made by that read or
+// before it.
+func TestViewReadEndsInBigBatch(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, _ := l.CreateTopic("t", 1, nil)
+	p, _ := top.Partition(0)
+	_, err := p.Append([]Record{{Value: []byte("small batch first")}})
+	require.NoError(t, err)
+	recs := make([]Record, 40)
+	for k := range recs {
+		recs[k] = Record{Value: []byte(fmt.Sprintf("%02d%s", k, strings.Repeat("r", 2000+k)))}
+	}
+	_, err = p.Append(recs)
+	require.NoError(t, err)
+	_, err = p.Append([]Record{{Value: []byte("and one after")}})
+	require.NoError(t, err)
+	want := renderAll(t, p, Values, 0)
+	var ends []int // every record's end in want, and a byte either side
+	for at := 0; at < len(want); at++ {
+		if want[at] == '\n' {
+			ends = append(ends, at, at+1, at+2)
+		}
+	}
+	for _, dropped := range []bool{true, false} {
+		for _, end := range ends {
+			if dropped {
+				s := p.segments()[0]
+				s.views.dropInner()
+			}
+			v, err := p.NewView(Values, 0)
+			require.NoError(t, err)
+			got := make([]byte, len(want)+10)
+			n, err := v.ReadAt(got[:min(end, len(want))], 0)
+			require.NoError(t, err)
+			for {
+				m, err := v.ReadAt(got[n:], int64(n))
+				n += m
+				if err == io.EOF {
+					break
+				}
+				require.NoError(t, err)
+			}
+			require.Equal(t, string(want), string(got[:n]), "a read of %d bytes, then the rest (marks dropped: %v)", end, dropped)
+			require.NoError(t, v.Close())
+		}
 	}
 }
