@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -62,7 +61,7 @@ func (q *readAheads) take(off int64, size int) *aheadRead {
 		q.queue = q.queue[1:]
 		return a
 	}
-	putAheadBuf(a.buf)
+	putReadBuf(a.buf)
 	q.queue = q.queue[1:]
 	q.drop()
 	return nil
@@ -86,7 +85,7 @@ func (q *readAheads) fill(off int64, size int) {
 		}
 		v := q.idle[len(q.idle)-1]
 		q.idle = q.idle[:len(q.idle)-1]
-		a := &aheadRead{v: v, off: off, buf: getAheadBuf(size), done: make(chan struct{})}
+		a := &aheadRead{v: v, off: off, buf: getReadBuf(size), done: make(chan struct{})}
 		go func() {
 			defer close(a.done)
 			a.n, a.err = v.ReadAt(a.buf, a.off)
@@ -99,7 +98,7 @@ func (q *readAheads) fill(off int64, size int) {
 func (q *readAheads) drop() {
 	for _, a := range q.queue {
 		<-a.done
-		putAheadBuf(a.buf)
+		putReadBuf(a.buf)
 		q.idle = append(q.idle, a.v)
 	}
 	q.queue = q.queue[:0]
@@ -114,31 +113,13 @@ func (q *readAheads) close() {
 	q.idle = nil
 }
 
-// aheadBufs recycles read-ahead buffers, which are a request's size (1 MiB
-// by default).
-var aheadBufs sync.Pool
-
-func getAheadBuf(n int) []byte {
-	if b, ok := aheadBufs.Get().(*[]byte); ok && cap(*b) >= n {
-		return (*b)[:n]
-	}
-	return make([]byte, n)
-}
-
-func putAheadBuf(b []byte) { aheadBufs.Put(&b) }
-
 // An aheadRead is the fuse.ReadResult of the request it was read ahead
-// for, and Done gives its buffer back to the pool, so Done must come after
-// the reply was written. go-fuse calls Done right after Bytes, before the
-// write, for a plain result when splice is off (as here); for a result
-// with a Slices method (its unexported withSlice) it writes the slices
-// with writev and calls Done after that, on every path. Hence Slices
-// (without it, replies carried bytes rendered for other requests).
-// TestReadAhead models that order; recheck it when go.mod moves go-fuse.
+// for, and Done gives its buffer back (see pooledRead), so Done must come
+// after the reply was written: hence Slices, as for pooledRead.
 func (a *aheadRead) Slices() ([][]byte, fuse.Status)    { return [][]byte{a.buf[:a.n]}, fuse.OK }
 func (a *aheadRead) Bytes([]byte) ([]byte, fuse.Status) { return a.buf[:a.n], fuse.OK }
 func (a *aheadRead) Size() int                          { return a.n }
-func (a *aheadRead) Done()                              { putAheadBuf(a.buf) }
+func (a *aheadRead) Done()                              { putReadBuf(a.buf) }
 
 // ReadAheadKB is the read-ahead window a mount asks of the kernel, in KiB:
 // the read_ahead_kb of the mount's backing device, which is 128 KiB by

@@ -490,6 +490,7 @@ func (h *recordHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.R
 	if err != nil {
 		return nil, h.n.ps.f.errno(err, "read", h.n.ps.path(h.n.name()))
 	}
+	dest = getReadBuf(len(dest)) // not go-fuse's: see readbuf.go
 	n, err := iv.v.ReadAt(dest, off)
 	if n > 0 && n < len(dest) && (err == nil || err == io.EOF) {
 		// Short: the end of what there is now, or a bad batch (or a gap
@@ -515,12 +516,13 @@ func (h *recordHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.R
 		// read that stops at a bad batch fails whole, and the kernel then
 		// asks for its pages one by one: a reader gets every whole page
 		// before the bad batch, and EIO for the one that holds it.
+		putReadBuf(dest)
 		return nil, h.n.ps.f.errno(err, "read", h.n.ps.path(h.n.name()))
 	}
 	if n < len(dest) && tail.noteShort(off+int64(n)) {
 		ps.noted(h.n)
 	}
-	return fuse.ReadResultData(dest[:n]), 0
+	return &pooledRead{buf: dest, n: n}, 0
 }
 
 // readDirect is Read with direct I/O: requests come one at a time, as the
@@ -540,15 +542,17 @@ func (h *recordHandle) readDirect(dest []byte, off int64) (fuse.ReadResult, sysc
 		h.ahead.fill(h.next, len(dest))
 		return a, 0
 	}
-	n, err := v.ReadAt(dest, off)
+	buf := getReadBuf(len(dest)) // not go-fuse's: see readbuf.go
+	n, err := v.ReadAt(buf, off)
 	if err != nil && err != io.EOF && n == 0 {
+		putReadBuf(buf)
 		return nil, h.n.ps.f.errno(err, "read", h.n.ps.path(h.n.name()))
 	}
 	h.next = off + int64(n)
 	if sequential && n == len(dest) {
 		h.ahead.fill(h.next, len(dest))
 	}
-	return fuse.ReadResultData(dest[:n]), 0
+	return &pooledRead{buf: buf, n: n}, 0
 }
 
 func (h *recordHandle) Release(ctx context.Context) syscall.Errno {
