@@ -69,9 +69,9 @@ type View struct {
 	chunkEnd   record.Position
 	chunkEnded record.Offset
 	// cut, when its batch is set, says the chunk ends inside that batch
-	// (one with marks, see viewinner.go): chunkEnd and chunkEnded are
-	// then where it ends, and its records from cut.index on are not
-	// rendered yet.
+	// (a big one, see viewinner.go): chunkEnd and chunkEnded are then
+	// where it ends, and its records from cut.index on are not rendered
+	// yet.
 	cut viewCut
 	win *[]byte // the bytes of a batch read from a mark (windows), or nil
 
@@ -86,7 +86,9 @@ type View struct {
 }
 
 // viewCut is where a view's chunk ends inside a batch: record number
-// index of ib, at byte off of its records, not rendered yet.
+// index of ib, at byte off of its records, not rendered yet. ib need not
+// have marks (a sequential read cuts any big batch): only its header and
+// place are used.
 type viewCut struct {
 	ib    *innerBatch
 	index int32
@@ -851,23 +853,6 @@ func (v *View) renderMarkInto(i int, m innerStart, local int64, dst []byte) (_ i
 	return n, nil
 }
 
-// marked returns the marks of b, a batch of segs[i] just read whole and
-// checked, whose rendering starts at rendered byte from (every batch
-// counted), and makes them if it is big enough and has none; nil when it
-// has none or the view cannot render it from them (see markBefore).
-func (v *View) marked(i int, b *record.Batch, from int64, sh *shown) *innerBatch {
-	if !markable(b) {
-		return nil
-	}
-	vi := v.idx[i]
-	vi.markBatch(b, from, &v.dec)
-	ib := vi.innerAt(b.Pos)
-	if ib == nil || ib.end() > sh.end || ib.h.Attributes.Transactional() && len(sh.hidden) > 0 {
-		return nil
-	}
-	return ib
-}
-
 // innerStart is where a read of a batch with marks starts: mark m of ib,
 // at rendered byte m.at as the view counts (without hidden batches).
 type innerStart struct {
@@ -980,8 +965,7 @@ func (v *View) renderInto(i int, local int64, dst []byte) (_ int, err error) {
 			var b *record.Batch
 			pos = v.sc.Batch().Pos
 			if b, err = v.scanned(i); err == nil && !b.Attributes.Control() && !sh.hides(b) {
-				ib := v.marked(i, b, local+int64(n)+sh.hiddenBefore(b.Pos), &sh)
-				n, spilled, err = v.renderValues(b, ib, dst, n)
+				n, spilled, err = v.renderValues(b, v.idx[i], local+int64(n)+sh.hiddenBefore(b.Pos), dst, n)
 			}
 		}
 		if err != nil {
@@ -1001,25 +985,41 @@ func (v *View) renderInto(i int, local int64, dst []byte) (_ int, err error) {
 
 // renderValues copies the values of b's records into dst from n on, each
 // followed by '\n', while they fit; the first that does not and the rest
-// go to the chunk, and spilled says so. When b has marks (ib, see marked),
-// only the first that does not fit goes to the chunk, which then ends
-// inside the batch (v.cut): a read that carries on renders the rest from
-// there, and one elsewhere (the kernel's next request, served by another
-// view) never decodes it.
-func (v *View) renderValues(b *record.Batch, ib *innerBatch, dst []byte, n int) (_ int, spilled bool, _ error) {
+// go to the chunk, and spilled says so. A big batch with marks
+// (viewinner.go) stops at the first that does not fit instead: the chunk
+// holds that record alone and ends inside the batch (v.cut), and a read
+// that carries on renders the rest from there, while one elsewhere (the
+// kernel's next request, served by another view) never renders it. A big
+// batch without marks gets them here, with vi, the view index, as its
+// rendering starts at rendered byte from: once read whole, every record
+// of it decoded, as a batch must be before a read stops inside it.
+func (v *View) renderValues(b *record.Batch, vi *viewIndex, from int64, dst []byte, n int) (_ int, spilled bool, _ error) {
 	it, err := v.dec.Records(b)
 	if err != nil {
 		return n, false, err
 	}
-	for it.Next() {
+	var ib *innerBatch // its marks
+	var m marker       // making them, when it has none
+	marking := false
+	if markable(b) {
+		if ib = vi.innerAt(b.Pos); ib == nil {
+			m, marking = newMarker(b, from), true
+		}
+	}
+	for {
+		off, index := it.Off(), it.Index()
+		if !it.Next() {
+			break
+		}
 		r := it.Record()
+		if marking {
+			m.note(off, index, r.Offset, int64(len(r.Value))+1)
+		}
 		if spilled || n+len(r.Value)+1 > len(dst) {
 			spilled = true
 			v.chunk = Values.Append(v.chunk, r)
-			if ib != nil {
-				if index := it.Index(); index < ib.h.RecordCount {
-					v.cut = viewCut{ib: ib, index: index, off: it.Off()}
-				}
+			if ib != nil && it.Index() < b.RecordCount {
+				v.cut = viewCut{ib: ib, index: it.Index(), off: it.Off()}
 				return n, true, nil
 			}
 			continue
@@ -1028,7 +1028,13 @@ func (v *View) renderValues(b *record.Batch, ib *innerBatch, dst []byte, n int) 
 		dst[n] = '\n'
 		n++
 	}
-	return n, spilled, it.Err()
+	if err := it.Err(); err != nil {
+		return n, spilled, err
+	}
+	if marking {
+		vi.addInner(m.done())
+	}
+	return n, spilled, nil
 }
 
 // dropChunkOnError forgets the chunk when a render fails, so that a read

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -135,6 +136,10 @@ func (ib *innerBatch) walk(s *segment, win *[]byte, index int32, off int, grow i
 			break
 		}
 	}
+	if index == ib.h.RecordCount && off != data {
+		// As a read of the whole batch finds (record.RecordIter.Next).
+		return index, off, record.WithFile(&record.CorruptError{Pos: ib.pos, Reason: fmt.Sprintf("%d bytes after the last of %d records", data-off, ib.h.RecordCount), Err: record.ErrCorrupt}, s.logPath())
+	}
 	return index, off, nil
 }
 
@@ -155,21 +160,14 @@ func markable(b *record.Batch) bool {
 // starts at rendered byte from of its segment (every batch counted), its
 // marks, if it is big enough and has none.
 func (v *viewIndex) markBatch(b *record.Batch, from int64, dec *record.Decoder) {
-	if !markable(b) {
-		return
-	}
-	v.mu.Lock()
-	_, known := v.inner[b.Pos]
-	v.mu.Unlock()
-	if known {
+	if !markable(b) || v.innerAt(b.Pos) != nil {
 		return
 	}
 	it, err := dec.Records(b)
 	if err != nil {
 		return
 	}
-	ib := &innerBatch{h: b.BatchHeader, pos: b.Pos}
-	at, last := from, from-innerStep
+	m := newMarker(b, from)
 	var scratch []byte
 	for {
 		off, index := it.Off(), it.Index()
@@ -177,25 +175,58 @@ func (v *viewIndex) markBatch(b *record.Batch, from int64, dec *record.Decoder) 
 			break
 		}
 		r := it.Record()
-		if at-last >= innerStep {
-			ib.marks = append(ib.marks, innerMark{off: int32(off), index: index, offset: r.Offset, at: at})
-			last = at
-		}
 		var k int64
 		k, scratch = v.format.Size(r, scratch)
-		at += k
+		m.note(off, index, r.Offset, k)
 	}
-	if it.Err() != nil || len(ib.marks) == 0 {
+	if it.Err() != nil {
 		return
 	}
-	ib.to = at
-	ib.marks = slices.Clip(ib.marks)
+	v.addInner(m.done())
+}
+
+// marker makes the marks of a batch as its records are read, in order.
+type marker struct {
+	ib       *innerBatch
+	at, last int64
+}
+
+// newMarker starts the marks of b, whose rendering starts at rendered byte
+// from of its segment (every batch counted).
+func newMarker(b *record.Batch, from int64) marker {
+	return marker{ib: &innerBatch{h: b.BatchHeader, pos: b.Pos}, at: from, last: from - innerStep}
+}
+
+// note counts the next record: it begins at byte off of the batch's
+// records, is number index, has offset offset, and renders as size bytes.
+func (m *marker) note(off int, index int32, offset record.Offset, size int64) {
+	if m.at-m.last >= innerStep {
+		m.ib.marks = append(m.ib.marks, innerMark{off: int32(off), index: index, offset: offset, at: m.at})
+		m.last = m.at
+	}
+	m.at += size
+}
+
+// done returns the batch with its marks, once note has counted every one
+// of its records.
+func (m *marker) done() *innerBatch {
+	m.ib.to = m.at
+	m.ib.marks = slices.Clip(m.ib.marks)
+	return m.ib
+}
+
+// addInner keeps ib's marks, unless the batch has some already, making
+// room in the index and in innerBudget as the package comment says.
+func (v *viewIndex) addInner(ib *innerBatch) {
+	if len(ib.marks) == 0 {
+		return
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.inner == nil {
 		v.inner = make(map[record.Position]*innerBatch)
 	}
-	if _, known := v.inner[b.Pos]; known {
+	if _, known := v.inner[ib.pos]; known {
 		return
 	}
 	for pos, other := range v.inner { // in no particular order: a batch at random
@@ -208,7 +239,7 @@ func (v *viewIndex) markBatch(b *record.Batch, from int64, dec *record.Decoder) 
 	if innerBytes.Load()+ib.bytes() > innerBudget {
 		return // the budget is taken by other segments' marks
 	}
-	v.inner[b.Pos] = ib
+	v.inner[ib.pos] = ib
 	innerBytes.Add(ib.bytes())
 }
 

@@ -1,15 +1,19 @@
 package storage
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/rand"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/logfs/logfs/internal/broker"
+	"github.com/logfs/logfs/record"
 )
 
 // The first read that lands inside a big batch (one that gets marks, see
@@ -161,5 +165,66 @@ func TestViewReadEndsInBigBatch(t *testing.T) {
 			require.Equal(t, string(want), string(got[:n]), "a read of %d bytes, then the rest (marks dropped: %v)", end, dropped)
 			require.NoError(t, v.Close())
 		}
+	}
+}
+
+// A big batch whose CRC is right but whose records end before it does (a
+// record count one short, the CRC made again) is bad bytes, however a
+// view reads it: whole, or cut by a read that stops inside it and carried
+// on by the next. Nothing of it is served, and the read that reaches it
+// fails.
+func TestViewBigBatchWithBytesAfterItsRecords(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{RetentionCheckInterval: -1})
+	top, _ := l.CreateTopic("t", 1, small("segment.bytes=300000"))
+	p, _ := top.Partition(0)
+	_, err := p.Append([]Record{{Value: []byte("before")}})
+	require.NoError(t, err)
+	recs := make([]Record, 60)
+	for k := range recs {
+		recs[k] = Record{Value: []byte(fmt.Sprintf("%02d%s", k, strings.Repeat("b", 2000)))}
+	}
+	for range 3 { // the third rolls: the bad batch's segment is sealed
+		_, err = p.Append(recs)
+		require.NoError(t, err)
+	}
+	seg := p.segments()[0]
+	require.Greater(t, len(p.segments()), 1)
+	bad := batchesOf(t, seg, true)[1]
+	require.Equal(t, record.Offset(1), bad.BaseOffset)
+	logPath := seg.logPath()
+	require.NoError(t, l.Close())
+
+	raw := append([]byte(nil), bad.Bytes...)
+	binary.BigEndian.PutUint32(raw[57:], uint32(bad.RecordCount-1))
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	f, err := os.OpenFile(logPath, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(raw, int64(bad.Pos))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	l, err = Open(dir, Options{Logger: testLogger(t), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	defer l.Close()
+	p, err = l.Partition("t", 0)
+	require.NoError(t, err)
+	for _, size := range []int{1, 100, 3000, 70000, 1 << 20} {
+		v, err := p.NewView(Values, 0)
+		require.NoError(t, err)
+		var got []byte
+		buf := make([]byte, size)
+		for off := int64(0); ; {
+			n, err := v.ReadAt(buf, off)
+			got = append(got, buf[:n]...)
+			off += int64(n)
+			if err != nil {
+				require.ErrorIs(t, err, record.ErrCorrupt, "reads of %d", size)
+				break
+			}
+			require.NotZero(t, n, "reads of %d", size)
+		}
+		require.Equal(t, "before\n", string(got), "reads of %d", size)
+		require.NoError(t, v.Close())
 	}
 }
