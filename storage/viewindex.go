@@ -56,6 +56,9 @@ type viewIndex struct {
 	dec          record.Decoder
 	scratch      []byte
 	inner        map[record.Position]*innerBatch // big batches' marks, see viewinner.go
+	// retired says the index keeps no marks any more: it was replaced,
+	// and views that still hold it read on with it (retire).
+	retired bool
 
 	// txns are the transactional data batches covered, in log order, and
 	// txnBatches counts them and the transaction markers covered:
@@ -105,9 +108,12 @@ func newViewIndex(f Format, base record.Offset) *viewIndex {
 	return &viewIndex{format: f, entries: []viewEntry{{pos: 0, base: base, rendered: 0}}, persisted: -1, next: base}
 }
 
-// add accounts for one batch at the end of what the index covers.
+// add accounts for one batch at the end of what the index covers. An
+// entry starts at it once viewInterval rendered bytes came since the last
+// one, and at every batch that can get marks (markableHeader), so that a
+// read inside it finds them (View.locate) even right after small batches.
 func (v *viewIndex) add(h *record.BatchHeader, pos record.Position, rendered int64, end record.Position) {
-	if v.sinceEntry >= viewInterval && pos > v.entries[len(v.entries)-1].pos {
+	if (v.sinceEntry >= viewInterval || markableHeader(h)) && pos > v.entries[len(v.entries)-1].pos {
 		v.entries = append(v.entries, viewEntry{pos: pos, base: h.BaseOffset, rendered: v.total})
 		v.sinceEntry = 0
 	}
@@ -521,6 +527,7 @@ func (vs *viewIndexes) replace(s *segment, old *viewIndex) {
 		return
 	}
 	vs.byFormat[old.format] = nil
+	old.retire()
 	vs.fresh = true
 	s.logger.Error("bad bytes inside what a view index covered; indexing the segment's rendering again", "segment", s.logPath())
 	if !s.cfg.readOnly && old.format == Values {

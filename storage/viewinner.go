@@ -152,8 +152,10 @@ func (v *viewIndex) innerAt(pos record.Position) *innerBatch {
 
 // markable reports whether batch b gets marks once read: uncompressed, not
 // a control batch, and big.
-func markable(b *record.Batch) bool {
-	return b.Attributes.Compression() == record.None && !b.Attributes.Control() && len(b.Bytes)-record.HeaderSize >= innerMin
+func markable(b *record.Batch) bool { return markableHeader(&b.BatchHeader) }
+
+func markableHeader(h *record.BatchHeader) bool {
+	return h.Attributes.Compression() == record.None && !h.Attributes.Control() && int(h.Size())-record.HeaderSize >= innerMin
 }
 
 // markBatch gives b, a batch just read whole and checked, whose rendering
@@ -223,6 +225,9 @@ func (v *viewIndex) addInner(ib *innerBatch) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if v.retired {
+		return
+	}
 	if v.inner == nil {
 		v.inner = make(map[record.Position]*innerBatch)
 	}
@@ -247,10 +252,24 @@ func (v *viewIndex) addInner(ib *innerBatch) {
 func (v *viewIndex) dropInner() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.dropInnerLocked()
+}
+
+func (v *viewIndex) dropInnerLocked() {
 	for pos, ib := range v.inner {
 		delete(v.inner, pos)
 		innerBytes.Add(-ib.bytes())
 	}
+}
+
+// retire forgets the index's marks for good: it was replaced, and the
+// views that still hold it read on without them. Marks they made would
+// count in innerBudget with nothing to drop them.
+func (v *viewIndex) retire() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.retired = true
+	v.dropInnerLocked()
 }
 
 // dropInner forgets the marks of every format: the segment is closed.
