@@ -69,9 +69,9 @@ type View struct {
 	chunkEnd   record.Position
 	chunkEnded record.Offset
 	// cut, when its batch is set, says the chunk ends inside that batch
-	// (a big one, see viewinner.go): chunkEnd and chunkEnded are then
-	// where it ends, and its records from cut.index on are not rendered
-	// yet.
+	// (one with marks, see viewinner.go): chunkEnd and chunkEnded are
+	// then where it ends, and its records from cut.index on are not
+	// rendered yet.
 	cut viewCut
 	win *[]byte // the bytes of a batch read from a mark (windows), or nil
 
@@ -86,9 +86,8 @@ type View struct {
 }
 
 // viewCut is where a view's chunk ends inside a batch: record number
-// index of ib, at byte off of its records, not rendered yet. ib need not
-// have marks (a sequential read cuts any big batch): only its header and
-// place are used.
+// index of ib, a batch with marks (decoded whole when they were made), at
+// byte off of its records, not rendered yet.
 type viewCut struct {
 	ib    *innerBatch
 	index int32
