@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/logfs/logfs/internal/broker"
@@ -862,7 +861,7 @@ func TestBigBatchAdvMarkedBatchNotReadWhole(t *testing.T) {
 			got := read.Load() - before
 			require.NoError(t, v.Close())
 			require.Equal(t, string(want[pos+1000:pos+1100]), string(b))
-			assert.Less(t, got, int64(4*innerWindow), "%v: a read in big batch %d (of %d bytes) with marks read %d bytes of the log", f, i, batches[2*i].Size(), got)
+			require.Less(t, got, int64(4*innerWindow), "%v: a read in big batch %d (of %d bytes) with marks read %d bytes of the log", f, i, batches[2*i].Size(), got)
 		}
 	}
 }
