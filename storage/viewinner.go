@@ -27,14 +27,18 @@ import (
 //
 // Marks live in memory only, per segment and format: about 1.5 KiB for a
 // MiB of batches, for at most innerMax batches of a segment and
-// innerBudget bytes in all; past either, a batch that gets marks drops
-// those of another batch of the same segment.
+// innerBudget bytes in all (about 21 GiB of batches). Past innerMax, a
+// batch that gets marks drops those of another batch of its segment;
+// past innerBudget, those of a batch of any segment (makeRoom), so that
+// segments read first do not keep the budget from the ones read later.
 const (
 	innerMin    = 64 << 10
 	innerStep   = 16 << 10
-	innerBudget = 32 << 20
 	innerWindow = 32 << 10
 )
+
+// innerBudget is the memory all marks may take (a variable for tests).
+var innerBudget int64 = 32 << 20
 
 // innerMax is the most batches of a segment with marks (a variable for
 // tests): every batch big enough to get them, in a segment of the largest
@@ -223,6 +227,9 @@ func (v *viewIndex) addInner(ib *innerBatch) {
 	if len(ib.marks) == 0 {
 		return
 	}
+	if innerBytes.Load()+ib.bytes() > innerBudget {
+		makeRoom(ib.bytes())
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.retired {
@@ -242,10 +249,58 @@ func (v *viewIndex) addInner(ib *innerBatch) {
 		innerBytes.Add(-other.bytes())
 	}
 	if innerBytes.Load()+ib.bytes() > innerBudget {
-		return // the budget is taken by other segments' marks
+		return // taken meanwhile by marks that other reads made
 	}
 	v.inner[ib.pos] = ib
 	innerBytes.Add(ib.bytes())
+	withMarks.mu.Lock()
+	withMarks.set[v] = struct{}{}
+	withMarks.mu.Unlock()
+}
+
+// withMarks is every view index that may hold marks, for makeRoom.
+// Lock order: a viewIndex's mu, then withMarks.mu.
+var withMarks = struct {
+	mu  sync.Mutex
+	set map[*viewIndex]struct{}
+}{set: make(map[*viewIndex]struct{})}
+
+// makeRoom drops the marks of batches of any segment, at random, until
+// need more bytes fit in innerBudget or none are left. It is called with
+// no view index's lock held; the budget holds about, not exactly, as reads
+// of other segments may add marks meanwhile.
+func makeRoom(need int64) {
+	withMarks.mu.Lock()
+	indexes := make([]*viewIndex, 0, len(withMarks.set))
+	for v := range withMarks.set { // in no particular order
+		indexes = append(indexes, v)
+	}
+	withMarks.mu.Unlock()
+	for len(indexes) > 0 && innerBytes.Load()+need > innerBudget {
+		for i := 0; i < len(indexes) && innerBytes.Load()+need > innerBudget; {
+			if indexes[i].dropOne() {
+				i++
+			} else {
+				indexes = append(indexes[:i], indexes[i+1:]...)
+			}
+		}
+	}
+}
+
+// dropOne drops the marks of one of the index's batches, and reports
+// whether it had any; an index without any leaves withMarks.
+func (v *viewIndex) dropOne() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for pos, ib := range v.inner {
+		delete(v.inner, pos)
+		innerBytes.Add(-ib.bytes())
+		return true
+	}
+	withMarks.mu.Lock()
+	delete(withMarks.set, v)
+	withMarks.mu.Unlock()
+	return false
 }
 
 // dropInner forgets the index's marks (its segment is going).
@@ -260,6 +315,9 @@ func (v *viewIndex) dropInnerLocked() {
 		delete(v.inner, pos)
 		innerBytes.Add(-ib.bytes())
 	}
+	withMarks.mu.Lock()
+	delete(withMarks.set, v)
+	withMarks.mu.Unlock()
 }
 
 // retire forgets the index's marks for good: it was replaced, and the

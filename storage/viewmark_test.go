@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -227,4 +228,118 @@ func TestViewBigBatchWithBytesAfterItsRecords(t *testing.T) {
 		require.Equal(t, "before\n", string(got), "reads of %d", size)
 		require.NoError(t, v.Close())
 	}
+}
+
+// When the marks' budget is full, a batch that gets marks drops those of
+// a batch of any segment: the segments read first do not keep it from the
+// ones read later, whose random reads would otherwise read whole batches
+// for good.
+func TestViewMarksAcrossSegments(t *testing.T) {
+	defer func(b int64) { innerBudget = b }(innerBudget)
+	l := openLog(t, t.TempDir(), Options{})
+	top, _ := l.CreateTopic("t", 1, small("segment.bytes=1000000"))
+	p, _ := top.Partition(0)
+	value := bytes.Repeat([]byte("s"), 150)
+	recs := make([]Record, 600) // about 90 KiB: a big batch
+	for k := range recs {
+		recs[k] = Record{Value: value}
+	}
+	for range 20 {
+		_, err := p.Append(recs)
+		require.NoError(t, err)
+	}
+	segs := p.segments()
+	require.GreaterOrEqual(t, len(segs), 2)
+	v, err := p.NewView(Values, 0)
+	require.NoError(t, err)
+	defer v.Close()
+	batchLen := int64(len(recs)) * int64(len(value)+1)
+	total := 20 * batchLen
+	one := make([]byte, 1)
+	readAt := func(at int64) {
+		n, err := v.ReadAt(one, at)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		want := byte('s')
+		if at%int64(len(value)+1) == int64(len(value)) {
+			want = '\n'
+		}
+		require.Equal(t, want, one[0], "byte %d", at)
+	}
+	marked := func(s *segment) int {
+		vi := s.views.get(s, Values)
+		vi.mu.Lock()
+		defer vi.mu.Unlock()
+		return len(vi.inner)
+	}
+	before := innerBytes.Load()
+	readAt(batchLen / 2) // the first batch gets marks: their size sets the budget
+	perBatch := innerBytes.Load() - before
+	require.Positive(t, perBatch)
+	innerBudget = before + 3*perBatch + perBatch/2 // room for three batches
+	for at := batchLen / 2; at < total/2; at += batchLen {
+		readAt(at) // the first segments' batches take the budget
+	}
+	require.Equal(t, 0, marked(segs[len(segs)-1]))
+	for at := total - batchLen/2; at > total/2; at -= batchLen {
+		readAt(at) // the last segment's, from its end
+	}
+	require.GreaterOrEqual(t, marked(segs[len(segs)-1]), 2, "the last segment gets marks too")
+	require.LessOrEqual(t, innerBytes.Load(), innerBudget)
+}
+
+// Reads on several views at once, each making marks that drop others'
+// across segments in a budget of two batches, read right, and the marks
+// all go with the log.
+func TestViewMarksBudgetConcurrent(t *testing.T) {
+	defer func(b int64) { innerBudget = b }(innerBudget)
+	before := innerBytes.Load()
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Logger: testLogger(t), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	top, _ := l.CreateTopic("t", 1, small("segment.bytes=400000"))
+	p, _ := top.Partition(0)
+	rng := rand.New(rand.NewSource(7))
+	for i := range 16 {
+		recs := make([]Record, 300+rng.Intn(300))
+		for k := range recs {
+			recs[k] = Record{Value: []byte(fmt.Sprintf("%d-%d-%s", i, k, strings.Repeat("c", 150+rng.Intn(300))))}
+		}
+		_, err := p.Append(recs)
+		require.NoError(t, err)
+	}
+	require.Greater(t, len(p.segments()), 3)
+	want := renderAll(t, p, Values, 0)
+	innerBudget = before + 2000 // a couple of batches' marks
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func(seed int64) {
+			rng := rand.New(rand.NewSource(seed))
+			v, err := p.NewView(Values, 0)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer v.Close()
+			b := make([]byte, 5000)
+			for range 300 {
+				at := rng.Int63n(int64(len(want)))
+				n, err := v.ReadAt(b, at)
+				if err != nil && err != io.EOF {
+					errs <- err
+					return
+				}
+				if string(b[:n]) != string(want[at:min(at+int64(len(b)), int64(len(want)))]) {
+					errs <- fmt.Errorf("read of %d at %d: wrong bytes", len(b), at)
+					return
+				}
+			}
+			errs <- nil
+		}(int64(g))
+	}
+	for range 4 {
+		require.NoError(t, <-errs)
+	}
+	require.NoError(t, l.Close())
+	require.Equal(t, before, innerBytes.Load(), "the marks go with the log")
 }
