@@ -38,13 +38,14 @@ type readAheads struct {
 }
 
 // aheadRead is one request rendered ahead: n bytes at off, into buf, on v.
+// It is the fuse.ReadResult of the request it was read ahead for, and its
+// Done gives buf back, after the reply was written (see pooledRead).
 type aheadRead struct {
-	v    *storage.View
-	off  int64
-	buf  []byte
-	n    int
-	err  error
-	done chan struct{}
+	pooledRead // buf, and n bytes rendered into it: the reply (see pooledRead)
+	v          *storage.View
+	off        int64
+	err        error
+	done       chan struct{}
 }
 
 // take returns the request read ahead for the size bytes at off, if the
@@ -85,7 +86,7 @@ func (q *readAheads) fill(off int64, size int) {
 		}
 		v := q.idle[len(q.idle)-1]
 		q.idle = q.idle[:len(q.idle)-1]
-		a := &aheadRead{v: v, off: off, buf: getReadBuf(size), done: make(chan struct{})}
+		a := &aheadRead{pooledRead: pooledRead{buf: getReadBuf(size)}, v: v, off: off, done: make(chan struct{})}
 		go func() {
 			defer close(a.done)
 			a.n, a.err = v.ReadAt(a.buf, a.off)
@@ -112,14 +113,6 @@ func (q *readAheads) close() {
 	}
 	q.idle = nil
 }
-
-// An aheadRead is the fuse.ReadResult of the request it was read ahead
-// for, and Done gives its buffer back (see pooledRead), so Done must come
-// after the reply was written: hence Slices, as for pooledRead.
-func (a *aheadRead) Slices() ([][]byte, fuse.Status)    { return [][]byte{a.buf[:a.n]}, fuse.OK }
-func (a *aheadRead) Bytes([]byte) ([]byte, fuse.Status) { return a.buf[:a.n], fuse.OK }
-func (a *aheadRead) Size() int                          { return a.n }
-func (a *aheadRead) Done()                              { putReadBuf(a.buf) }
 
 // ReadAheadKB is the read-ahead window a mount asks of the kernel, in KiB:
 // the read_ahead_kb of the mount's backing device, which is 128 KiB by

@@ -572,10 +572,7 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 		if err != nil {
 			return n, err
 		} else if stops && local >= stopAt {
-			if n > 0 {
-				return n, nil
-			}
-			return 0, cause
+			return readSoFar(n, cause)
 		}
 		if v.format == Values {
 			// Values go straight into b, one copy fewer than through the
@@ -619,19 +616,13 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 			if stopAt, cause, stops, err := v.stop(i); err != nil {
 				return n, err
 			} else if stops && local >= stopAt {
-				if n > 0 {
-					return n, nil
-				}
-				return 0, cause
+				return readSoFar(n, cause)
 			}
 			i, local = i+1, 0
 			// The next segment's index learns its holes before a byte of
 			// it is rendered (the next read would: see the loop above).
 			if _, err := v.total(i); err != nil {
-				if n > 0 {
-					return n, nil
-				}
-				return 0, err
+				return readSoFar(n, err)
 			}
 			continue
 		}
@@ -648,6 +639,15 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 		return 0, v.atEnd()
 	}
 	return n, nil
+}
+
+// readSoFar is how ReadAt ends at err after rendering n bytes: those
+// bytes, the next read getting err; or err, when there are none.
+func readSoFar(n int, err error) (int, error) {
+	if n > 0 {
+		return n, nil
+	}
+	return 0, err
 }
 
 // atEnd is what a read at the end of the view returns: io.EOF, or

@@ -245,8 +245,7 @@ func (v *viewIndex) addInner(ib *innerBatch) {
 		if len(v.inner) < innerMax && innerBytes.Load()+ib.bytes() <= innerBudget {
 			break
 		}
-		delete(v.inner, pos)
-		innerBytes.Add(-other.bytes())
+		v.forgetLocked(pos, other)
 	}
 	if innerBytes.Load()+ib.bytes() > innerBudget {
 		return // taken meanwhile by marks that other reads made
@@ -276,13 +275,12 @@ func makeRoom(need int64) {
 		indexes = append(indexes, v)
 	}
 	withMarks.mu.Unlock()
-	for len(indexes) > 0 && innerBytes.Load()+need > innerBudget {
-		for i := 0; i < len(indexes) && innerBytes.Load()+need > innerBudget; {
-			if indexes[i].dropOne() {
-				i++
-			} else {
-				indexes = append(indexes[:i], indexes[i+1:]...)
-			}
+	for i := 0; len(indexes) > 0 && innerBytes.Load()+need > innerBudget; {
+		i %= len(indexes) // round and round, a batch from each in turn
+		if indexes[i].dropOne() {
+			i++
+		} else {
+			indexes = slices.Delete(indexes, i, i+1)
 		}
 	}
 }
@@ -293,8 +291,7 @@ func (v *viewIndex) dropOne() bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for pos, ib := range v.inner {
-		delete(v.inner, pos)
-		innerBytes.Add(-ib.bytes())
+		v.forgetLocked(pos, ib)
 		return true
 	}
 	withMarks.mu.Lock()
@@ -310,10 +307,16 @@ func (v *viewIndex) dropInner() {
 	v.dropInnerLocked()
 }
 
+// forgetLocked drops the marks of the batch at pos, ib. The caller holds
+// mu.
+func (v *viewIndex) forgetLocked(pos record.Position, ib *innerBatch) {
+	delete(v.inner, pos)
+	innerBytes.Add(-ib.bytes())
+}
+
 func (v *viewIndex) dropInnerLocked() {
 	for pos, ib := range v.inner {
-		delete(v.inner, pos)
-		innerBytes.Add(-ib.bytes())
+		v.forgetLocked(pos, ib)
 	}
 	withMarks.mu.Lock()
 	delete(withMarks.set, v)
