@@ -26,6 +26,7 @@ import (
 type countingFS struct {
 	vfs.FS
 	logBytes atomic.Int64
+	logReads atomic.Int64
 	opened   atomic.Int64
 	logSyncs atomic.Int64
 }
@@ -37,7 +38,7 @@ func (c *countingFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File
 	}
 	c.opened.Add(1)
 	if strings.HasSuffix(name, layout.LogSuffix) {
-		return countingFile{File: f, n: &c.logBytes, syncs: &c.logSyncs}, nil
+		return countingFile{File: f, n: &c.logBytes, reads: &c.logReads, syncs: &c.logSyncs}, nil
 	}
 	return f, nil
 }
@@ -45,6 +46,7 @@ func (c *countingFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File
 type countingFile struct {
 	vfs.File
 	n     *atomic.Int64
+	reads *atomic.Int64
 	syncs *atomic.Int64
 }
 
@@ -56,6 +58,7 @@ func (f countingFile) Sync() error {
 func (f countingFile) ReadAt(p []byte, off int64) (int, error) {
 	n, err := f.File.ReadAt(p, off)
 	f.n.Add(int64(n))
+	f.reads.Add(1)
 	return n, err
 }
 

@@ -1060,7 +1060,10 @@ func TestViewReadAfterErrorRendersAgain(t *testing.T) {
 			require.NoError(t, err)
 			p, err := top.Partition(0)
 			require.NoError(t, err)
-			for i := 0; i < 200; i++ {
+			// Enough batches that the bad one lies past the log the first
+			// read reads (up to the view index entry after it, ~8 KiB
+			// rendered), which holds its bytes from before they went bad.
+			for i := 0; i < 1000; i++ {
 				_, err := p.Append(values(4, fmt.Sprintf("record-%03d", i)))
 				require.NoError(t, err)
 			}

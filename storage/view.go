@@ -14,6 +14,11 @@ import (
 // viewChunk is how much a view renders ahead for sequential reads.
 const viewChunk = 256 << 10
 
+// maxSpanRead bounds the first read of a render elsewhere than where the
+// last one ended (see renderAt): the batches between two view index
+// entries are usually one, of at most a 1 MiB write.
+const maxSpanRead = 2 << 20
+
 // View is the rendering of a partition's records from a starting offset on,
 // as one growing byte stream: what the mount's offset/N and time/T files
 // serve and what consume prints. Its size is exact, it grows as records
@@ -683,14 +688,14 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 	if sequential {
 		if c := v.cut; c.ib != nil {
 			// The chunk ended inside a batch with marks: carry on in it.
-			return v.renderInner(i, c.ib, c.index, c.off, local, local, max(want, viewChunk))
+			return v.renderInner(i, c.ib, c.index, c.off, local, local, max(want, viewChunk), nil)
 		}
 		from, at, ended = v.chunkEnd, local, v.chunkEnded // carry on after the chunk
 	} else {
 		e, m, ok := v.locate(i, local, &sh)
 		if ok {
 			// A batch with marks: read from the one before local.
-			return v.renderInner(i, m.ib, m.index, int(m.off), m.at, local, want)
+			return v.renderInner(i, m.ib, m.index, int(m.off), m.at, local, want, nil)
 		}
 		from, at, ended = e.pos, e.rendered, e.base
 	}
@@ -698,8 +703,17 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 	size := sh.end
 	if v.scSeg != i || !v.scOK || v.sc.Pos() != from || v.scEnd != size {
 		// Small first reads, growing as the scan goes on: a read in the
-		// middle of a segment (head, tail, a pread) touches little.
-		v.sc.Reset(s.log, from, size, readerScan) // pread: see mappedReadMax
+		// middle of a segment (head, tail, a pread) touches little. A
+		// read elsewhere reads, at first, the batches up to the view
+		// index entry after the wanted bytes, which hold them: one pread
+		// where 8 KiB and then the rest of a batch took two.
+		opts := readerScan
+		if !sequential {
+			if end, ok := vi.startAfter(local + int64(want) + sh.hiddenBefore(from)); ok && end > from {
+				opts.ReadAhead = int(min(end-from, maxSpanRead))
+			}
+		}
+		v.sc.Reset(s.log, from, size, opts) // pread: see mappedReadMax
 		v.scSeg, v.scEnd, v.scOK, v.scEnded = i, size, true, ended
 	}
 	// Render ahead only for a reader that reads on: a random read renders
@@ -730,8 +744,9 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 				if kept == 0 && !sequential {
 					if m, ok := markBefore(vi.innerAt(b.Pos), local, &sh); ok {
 						// local is in a batch that has marks now: render
-						// from the one before it, not the whole batch.
-						return v.renderInner(i, m.ib, m.index, int(m.off), m.at, local, want)
+						// from the one before it, not the whole batch,
+						// which is in memory still.
+						return v.renderInner(i, m.ib, m.index, int(m.off), m.at, local, want, b.Bytes[record.HeaderSize:])
 					}
 				}
 				err = v.renderBatch(b, local, &at)
@@ -821,7 +836,8 @@ func (v *View) renderMarkInto(i int, m innerStart, local int64, dst []byte) (_ i
 		v.win = getWindow()
 	}
 	ib, at, n := m.ib, m.at, 0 // at: where the next record's rendering starts
-	index, off, err := ib.walk(v.segs[i], v.win, m.index, int(m.off), len(dst), func(r *record.Record) bool {
+	src := walkSource{win: v.win, need: ib.span(m.innerMark, local+int64(len(dst)))}
+	index, off, err := ib.walk(v.segs[i], src, m.index, int(m.off), func(r *record.Record) bool {
 		size := int64(len(r.Value)) + 1
 		if at+size <= local {
 			at += size // wholly before local (only while n is 0)
@@ -879,15 +895,18 @@ func markBefore(ib *innerBatch, local int64, sh *shown) (innerStart, bool) {
 // number index on, which begins at byte off of its records and at
 // rendered byte at, until the chunk holds want bytes from local on or the
 // batch ends; the chunk then ends inside the batch (v.cut) or at its end.
-// Values records that end before local are skipped on their length.
-func (v *View) renderInner(i int, ib *innerBatch, index int32, off int, at, local int64, want int) (_ []byte, err error) {
+// Values records that end before local are skipped on their length. mem
+// is the batch's records when a read of it just now has them (see
+// walkSource), or nil.
+func (v *View) renderInner(i int, ib *innerBatch, index int32, off int, at, local int64, want int, mem []byte) (_ []byte, err error) {
 	defer v.dropChunkOnError(&err)
 	v.chunk, v.chunkSeg, v.cut = v.chunk[:0], i, viewCut{}
 	chunkAt := at
 	if v.win == nil {
 		v.win = getWindow()
 	}
-	index, off, err = ib.walk(v.segs[i], v.win, index, off, want, func(r *record.Record) bool {
+	src := walkSource{mem: mem, win: v.win, need: ib.span(innerMark{off: int32(off), at: at}, local+int64(want))}
+	index, off, err = ib.walk(v.segs[i], src, index, off, func(r *record.Record) bool {
 		if len(v.chunk) == 0 && v.format == Values && chunkAt+int64(len(r.Value))+1 <= local {
 			chunkAt += int64(len(r.Value)) + 1
 			return true

@@ -360,6 +360,20 @@ func (v *viewIndex) locate(at int64) viewEntry {
 	return v.entries[max(i-1, 0)]
 }
 
+// startAfter returns where the first batch the index has an entry for
+// whose rendering starts at or after rendered byte at begins in the log:
+// every byte rendered before at lies in the batches before it. ok is false
+// when the index has no entry that far.
+func (v *viewIndex) startAfter(at int64) (pos record.Position, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	i := sort.Search(len(v.entries), func(i int) bool { return v.entries[i].rendered >= at })
+	if i == len(v.entries) {
+		return 0, false
+	}
+	return v.entries[i].pos, true
+}
+
 // locateOffset returns the entry to start rendering from to reach offset off.
 func (v *viewIndex) locateOffset(off record.Offset) viewEntry {
 	v.mu.Lock()
@@ -440,7 +454,7 @@ func (v *viewIndex) renderedBeforeOnce(s *segment, off, limit record.Offset, sh 
 		win := getWindow()
 		defer putWindow(win)
 		var scratch []byte
-		_, _, err := ib.walk(s, win, m.index, int(m.off), 0, func(r *record.Record) bool {
+		_, _, err := ib.walk(s, walkSource{win: win}, m.index, int(m.off), func(r *record.Record) bool {
 			if r.Offset >= off {
 				return false
 			}

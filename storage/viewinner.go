@@ -103,22 +103,57 @@ func (ib *innerBatch) markOffset(off record.Offset) innerMark {
 	return ib.marks[max(i-1, 0)]
 }
 
+// walkSource is where a walk gets a batch's records from: mem, when a read
+// of the whole batch (which checked it) has them in memory already; or
+// else the log, read into *win, need bytes first (about what the walk is
+// to decode; 0 when that is not known, for innerWindow), then innerWindow
+// bytes at a time. need only sizes the reads: a walk that wants more
+// reads on.
+type walkSource struct {
+	mem  []byte
+	win  *[]byte
+	need int
+}
+
+// span estimates how many bytes of the batch's records, from mark m on,
+// render to rendered byte upto (counted as m.at is): the batch's own ratio
+// of record bytes to rendered ones, with slack for uneven records, so that
+// a read from a mark reads about what it decodes, not a whole window.
+func (ib *innerBatch) span(m innerMark, upto int64) int {
+	data := int64(ib.h.Size()) - record.HeaderSize
+	rendered := ib.to - ib.from()
+	if rendered <= 0 || upto <= m.at {
+		return 0
+	}
+	est := (upto - m.at) * data / rendered
+	est = max(est+est/8+512, 4<<10)
+	return int(min(est, data-int64(m.off)))
+}
+
 // walk decodes the batch's records from record number index on, which
-// begins at byte off of the batch's records, reading them from the log
-// innerWindow bytes (at least grow of them) at a time into *win, and calls
-// fn with each until fn returns false or the batch ends. It returns where
-// the record after the last one fn got begins: its number and its place.
-func (ib *innerBatch) walk(s *segment, win *[]byte, index int32, off int, grow int, fn func(r *record.Record) bool) (int32, int, error) {
+// begins at byte off of the batch's records, from src, and calls fn with
+// each until fn returns false or the batch ends. It returns where the
+// record after the last one fn got begins: its number and its place.
+func (ib *innerBatch) walk(s *segment, src walkSource, index int32, off int, fn func(r *record.Record) bool) (int32, int, error) {
 	data := int(ib.h.Size()) - record.HeaderSize
-	w := max(innerWindow, grow)
+	w := innerWindow
+	if src.need > 0 {
+		w = src.need
+	}
 	for index < ib.h.RecordCount {
+		var buf []byte
 		n := min(data-off, w)
-		if cap(*win) < n {
-			*win = make([]byte, n)
-		}
-		buf := (*win)[:n]
-		if _, err := s.log.ReadAt(buf, int64(ib.pos)+record.HeaderSize+int64(off)); err != nil {
-			return index, off, record.WithFile(err, s.logPath())
+		if src.mem != nil {
+			buf = src.mem[off:data]
+			n = len(buf)
+		} else {
+			if cap(*src.win) < n {
+				*src.win = make([]byte, n)
+			}
+			buf = (*src.win)[:n]
+			if _, err := s.log.ReadAt(buf, int64(ib.pos)+record.HeaderSize+int64(off)); err != nil {
+				return index, off, record.WithFile(err, s.logPath())
+			}
 		}
 		it := record.RecordsIn(&ib.h, ib.pos, buf, index)
 		more := true
@@ -139,6 +174,7 @@ func (ib *innerBatch) walk(s *segment, win *[]byte, index int32, off int, grow i
 		if !more || !it.Cut() {
 			break
 		}
+		w = max(w, innerWindow) // need fell short: read on in windows
 	}
 	if index == ib.h.RecordCount && off != data {
 		// As a read of the whole batch finds (record.RecordIter.Next).

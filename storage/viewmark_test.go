@@ -15,6 +15,7 @@ import (
 
 	"github.com/logfs/logfs/internal/broker"
 	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/vfs"
 )
 
 // The first read that lands inside a big batch (one that gets marks, see
@@ -342,4 +343,72 @@ func TestViewMarksBudgetConcurrent(t *testing.T) {
 	}
 	require.NoError(t, l.Close())
 	require.Equal(t, before, innerBytes.Load(), "the marks go with the log")
+}
+
+// A random read inside a big batch reads the log it needs, not more: the
+// first one reads the batch once (to check it and make its marks) and
+// renders from those bytes, where it read the batch and then a window from
+// the mark again; a later one reads from the mark before the wanted byte
+// about to the record after it, where it read a whole window (32 KiB) for
+// an 8 KiB read. Reads through the mount at new positions are dominated by
+// these bytes, which come from memory the CPU cache has never seen.
+func TestViewRandomReadReadsWhatItNeeds(t *testing.T) {
+	fs := &countingFS{FS: vfs.Default}
+	l := openLog(t, t.TempDir(), Options{FS: fs})
+	top, err := l.CreateTopic("t", 1, nil)
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	const batches, perBatch = 8, 64 // batches of 64 1.1-1.3 KiB records: all big ones
+	rng := rand.New(rand.NewSource(5))
+	var ends []int64 // where each batch's rendering ends
+	var rendered int64
+	for range batches {
+		recs := make([]Record, perBatch)
+		for i := range recs {
+			recs[i] = Record{Value: bytes.Repeat([]byte{byte('a' + rng.Intn(26))}, 1100+rng.Intn(200))}
+			rendered += int64(len(recs[i].Value)) + 1
+		}
+		_, err := p.Append(recs)
+		require.NoError(t, err)
+		ends = append(ends, rendered)
+	}
+	want := renderAll(t, p, Values, 0)
+	s := p.segments()[0]
+	batchBytes := s.size.Load() / batches
+	v, err := p.NewView(Values, 0)
+	require.NoError(t, err)
+	defer v.Close()
+	_, err = v.Size()
+	require.NoError(t, err)
+	buf := make([]byte, 8<<10)
+	var preads [2]int64
+	read := func(at int64, k int) int64 {
+		before, calls := fs.logBytes.Load(), fs.logReads.Load()
+		n, err := v.ReadAt(buf, at)
+		require.NoError(t, err)
+		require.Equal(t, string(want[at:at+int64(n)]), string(buf[:n]), "read at %d", at)
+		preads[k] += fs.logReads.Load() - calls
+		return fs.logBytes.Load() - before
+	}
+	vi := s.views.get(s, Values)
+	var first, later int64
+	const reads = 200
+	for range reads {
+		// Inside one batch: a read into the next one reads that one whole
+		// too, as its first read must.
+		k := rng.Intn(batches)
+		from := ends[k] - batchBytes*9/10
+		at := from + rng.Int63n(ends[k]-int64(len(buf))-from)
+		vi.dropInner()
+		v.chunk, v.cut = v.chunk[:0], viewCut{} // as another view would: nothing kept
+		first += read(at, 0)
+		v.chunk, v.cut = v.chunk[:0], viewCut{}
+		later += read(at, 1)
+	}
+	require.Less(t, first/reads, batchBytes*9/8, "a first read inside a batch reads it once")
+	require.Less(t, later/reads, int64(innerWindow*3/4), "a read from a mark reads about what it renders")
+	// And in one pread each, mostly: a system call costs as much as
+	// copying 30 KB here.
+	require.LessOrEqual(t, preads[0], int64(reads*5/4), "preads of first reads")
+	require.LessOrEqual(t, preads[1], int64(reads*5/4), "preads of reads from a mark")
 }
