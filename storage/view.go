@@ -14,11 +14,6 @@ import (
 // viewChunk is how much a view renders ahead for sequential reads.
 const viewChunk = 256 << 10
 
-// maxSpanRead bounds the first read of a render elsewhere than where the
-// last one ended (see renderAt): the batches between two view index
-// entries are usually one, of at most a 1 MiB write.
-const maxSpanRead = 2 << 20
-
 // View is the rendering of a partition's records from a starting offset on,
 // as one growing byte stream: what the mount's offset/N and time/T files
 // serve and what consume prints. Its size is exact, it grows as records
@@ -705,12 +700,13 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 		// Small first reads, growing as the scan goes on: a read in the
 		// middle of a segment (head, tail, a pread) touches little. A
 		// read elsewhere reads, at first, the batches up to the view
-		// index entry after the wanted bytes, which hold them: one pread
-		// where 8 KiB and then the rest of a batch took two.
+		// index entry after the wanted bytes, which hold them (up to
+		// what a streaming read grows to): one pread where 8 KiB and
+		// then the rest of a batch took two.
 		opts := readerScan
 		if !sequential {
 			if end, ok := vi.startAfter(local + int64(want) + sh.hiddenBefore(from)); ok && end > from {
-				opts.ReadAhead = int(min(end-from, maxSpanRead))
+				opts.ReadAhead = int(min(end-from, readerMaxReadAhead))
 			}
 		}
 		v.sc.Reset(s.log, from, size, opts) // pread: see mappedReadMax
