@@ -697,12 +697,12 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 	v.chunk, v.chunkSeg, v.cut = v.chunk[:0], i, viewCut{}
 	size := sh.end
 	if v.scSeg != i || !v.scOK || v.sc.Pos() != from || v.scEnd != size {
-		// Small first reads, growing as the scan goes on: a read in the
-		// middle of a segment (head, tail, a pread) touches little. A
-		// read elsewhere reads, at first, the batches up to the view
-		// index entry after the wanted bytes, which hold them (up to
-		// what a streaming read grows to): one pread where 8 KiB and
-		// then the rest of a batch took two.
+		// A read elsewhere than where the last one ended (head, tail, a
+		// pread) reads, at first, the batches up to the view index entry
+		// after the wanted bytes, which hold them (up to what a
+		// streaming read grows to): one pread where 8 KiB and then the
+		// rest of a batch took two. Without such an entry, 8 KiB; then
+		// reads grow as the scan goes on.
 		opts := readerScan
 		if !sequential {
 			if end, ok := vi.startAfter(local + int64(want) + sh.hiddenBefore(from)); ok && end > from {

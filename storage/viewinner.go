@@ -106,9 +106,9 @@ func (ib *innerBatch) markOffset(off record.Offset) innerMark {
 // walkSource is where a walk gets a batch's records from: mem, when a read
 // of the whole batch (which checked it) has them in memory already; or
 // else the log, read into *win, need bytes first (about what the walk is
-// to decode; 0 when that is not known, for innerWindow), then innerWindow
-// bytes at a time. need only sizes the reads: a walk that wants more
-// reads on.
+// to decode; 0 when that is not known, for innerWindow), then windows of
+// at least innerWindow bytes, twice as large for a record longer than
+// one. need only sizes the reads: a walk that wants more reads on.
 type walkSource struct {
 	mem  []byte
 	win  *[]byte
@@ -127,13 +127,18 @@ func (ib *innerBatch) span(m innerMark, upto int64) int {
 	}
 	est := (upto - m.at) * data / rendered
 	est = max(est+est/8+512, 4<<10)
+	// A batch of big keys and small values renders a byte for every few
+	// KiB of records: read it in windows, not in one read of the rest of
+	// it, which could be the size of the batch.
+	est = min(est, max(innerWindow, 2*(upto-m.at)))
 	return int(min(est, data-int64(m.off)))
 }
 
 // walk decodes the batch's records from record number index on, which
 // begins at byte off of the batch's records, from src, and calls fn with
 // each until fn returns false or the batch ends. It returns where the
-// record after the last one fn got begins: its number and its place.
+// record after the last one fn got begins: its number and its place (on
+// an error, somewhere before the bad bytes: callers do not use it then).
 func (ib *innerBatch) walk(s *segment, src walkSource, index int32, off int, fn func(r *record.Record) bool) (int32, int, error) {
 	data := int(ib.h.Size()) - record.HeaderSize
 	w := innerWindow
@@ -167,7 +172,7 @@ func (ib *innerBatch) walk(s *segment, src walkSource, index int32, off int, fn 
 			if n == data-off {
 				return index, off, record.WithFile(&record.CorruptError{Pos: ib.pos, Reason: "a record runs past its batch", Err: record.ErrCorrupt}, s.logPath())
 			}
-			w *= 2 // one record longer than the window
+			w = max(2*w, innerWindow) // one record longer than the window
 			continue
 		}
 		index, off = it.Index(), off+it.Off()
