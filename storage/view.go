@@ -245,6 +245,20 @@ func (v *View) total(i int) (int64, error) {
 	return t, nil
 }
 
+// whole reports whether the rendering of segs[i] that total returned last
+// is all of it there will be, so that the next segment's rendering may be
+// placed after it. Always so in ReadUncommitted once a segment rolled (it
+// is sealed before the next one is made). In ReadCommitted a sealed
+// segment still grows while a transaction in it is open, and nothing after
+// it is shown until the transaction ends (the last stable offset lies in
+// it): a view that went on to the next segment then placed that one's
+// records where the rest of this one belongs, once the transaction ended
+// under it (TestView23FollowedTxnsWhileReading). It goes on only once the
+// segment is sealed and every transaction in it decided (v.final).
+func (v *View) whole(i int) bool {
+	return v.iso != ReadCommitted || v.final[i] != nil
+}
+
 // gapAtEnd lets the index of segs[i], a sealed segment of a gapless
 // partition, learn a hole at its end: offsets missing before the segment
 // that follows it (viewIndex.gapAtEnd). A segment that follows it past
@@ -465,6 +479,9 @@ func (v *View) Held() (int64, error) {
 			done = append(done, t)
 		}
 		n += t
+		if !v.whole(i) {
+			break // what follows is not shown yet (see whole)
+		}
 	}
 	v.publishSizes(gen, m, done)
 	v.stopErr = nil
@@ -559,12 +576,15 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 				break
 			}
 		}
+		if !v.whole(i) {
+			return 0, v.atEnd() // nothing after segs[i] is shown yet
+		}
 		segStart += t
 		i++
 	}
 	n := 0
 	local := at - segStart
-	grew := -1 // the segment rendered again once for what it gained before it rolled
+	grew := int64(-1) // where segs[i] was last rendered again for what it gained
 	for n < len(b) {
 		// Never past where the view stops (bad bytes): the rendering
 		// after them is not the view's.
@@ -604,11 +624,13 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 				}
 			}
 			// Before moving on, render what segs[i] gained between the
-			// size renderAt saw and its roll (its size is final now).
+			// size renderAt saw and now: appends before its roll, and in
+			// ReadCommitted transactions decided, as often as that
+			// finds more.
 			if t, err := v.total(i); err != nil {
 				return n, err
-			} else if local < t && grew != i {
-				grew = i
+			} else if local < t && grew != local {
+				grew = local
 				continue
 			}
 			// A hole at the segment's end (offsets missing before the
@@ -618,7 +640,10 @@ func (v *View) ReadAt(b []byte, off int64) (int, error) {
 			} else if stops && local >= stopAt {
 				return readSoFar(n, cause)
 			}
-			i, local = i+1, 0
+			if !v.whole(i) {
+				break // nothing after segs[i] is shown yet
+			}
+			i, local, grew = i+1, 0, -1
 			// The next segment's index learns its holes before a byte of
 			// it is rendered (the next read would: see the loop above).
 			if _, err := v.total(i); err != nil {
