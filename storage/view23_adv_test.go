@@ -777,6 +777,55 @@ func (f v23BoundFile) ReadAt(b []byte, off int64) (int, error) {
 	return f.File.ReadAt(b, off)
 }
 
+// v23Piece is what a racing reader read: n bytes at at, kept whole while
+// the reader has kept little (for a readable diff), else as a CRC: the
+// reads of one run come to gigabytes, and under -race to several times
+// that in memory.
+type v23Piece struct {
+	f    Format
+	at   int64
+	n    int
+	got  []byte // nil when only sum is kept
+	sum  uint32
+	size int64 // the view's size before the read
+}
+
+// v23Keep makes the piece of b, read at at, counting what it keeps in
+// *kept.
+func v23Keep(kept *int, f Format, at int64, b []byte, size int64) v23Piece {
+	pc := v23Piece{f: f, at: at, n: len(b), size: size}
+	if *kept+len(b) <= 16<<20 {
+		pc.got = bytes.Clone(b)
+		*kept += len(b)
+	} else {
+		pc.sum = crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))
+	}
+	return pc
+}
+
+// v23Check returns what is wrong with pc against want, the final
+// rendering of its format, or "".
+func v23Check(pc v23Piece, want []byte) string {
+	if pc.at+int64(pc.n) > int64(len(want)) {
+		return fmt.Sprintf("%v read of %d at %d (view size %d then): past the end %d", pc.f, pc.n, pc.at, pc.size, len(want))
+	}
+	exp := want[pc.at : pc.at+int64(pc.n)]
+	if pc.got == nil {
+		if crc32.Checksum(exp, crc32.MakeTable(crc32.Castagnoli)) != pc.sum {
+			return fmt.Sprintf("%v read of %d at %d (view size %d then): its CRC differs", pc.f, pc.n, pc.at, pc.size)
+		}
+		return ""
+	}
+	if bytes.Equal(exp, pc.got) {
+		return ""
+	}
+	k := 0
+	for exp[k] == pc.got[k] {
+		k++
+	}
+	return fmt.Sprintf("%v read of %d at %d (view size %d then): byte %d (at %d) differs:\ngot  %q\nwant %q", pc.f, pc.n, pc.at, pc.size, k, pc.at+int64(k), pc.got[max(k-60, 0):min(k+100, len(pc.got))], exp[max(k-60, 0):min(k+100, len(exp))])
+}
+
 // Views of both formats read at random and on, their first reads sized by
 // startAfter and span, while big and small batches are appended to the
 // active segment and it rolls, and marks are dropped by another goroutine
@@ -804,11 +853,6 @@ func TestView23ReadsRacingAppendsStayInPublishedSize(t *testing.T) {
 	_, err := p.Append(plan[0])
 	require.NoError(t, err)
 	pp.Store(p)
-	type piece struct {
-		f   Format
-		at  int64
-		got []byte
-	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -825,13 +869,14 @@ func TestView23ReadsRacingAppendsStayInPublishedSize(t *testing.T) {
 			}
 		}
 	}()
-	results := make(chan []piece, 4)
+	results := make(chan []v23Piece, 4)
 	var reads atomic.Int64
 	for g := 0; g < 4; g++ {
 		f := Format(g % 2)
 		go func(g int) {
 			rng := rand.New(rand.NewSource(int64(100 + g)))
-			var out []piece
+			var out []v23Piece
+			kept, buf := 0, make([]byte, 1<<20)
 			defer func() { results <- out }()
 			vs := [2]*View{}
 			for k := range vs {
@@ -869,13 +914,13 @@ func TestView23ReadsRacingAppendsStayInPublishedSize(t *testing.T) {
 						at = max(size-int64(rng.Intn(3000)), 0) // near the end: the active segment
 					}
 				}
-				b := make([]byte, []int{1, 100, 4096, 8192, 70000, 300000, 1 << 20}[rng.Intn(7)])
+				b := buf[:[]int{1, 100, 4096, 8192, 70000, 300000, 1 << 20}[rng.Intn(7)]]
 				n, err := vs[k%2].ReadAt(b, at)
 				if err != nil && err != io.EOF {
 					t.Error(err)
 					return
 				}
-				out = append(out, piece{f, at, b[:n]})
+				out = append(out, v23Keep(&kept, f, at, b[:n], size))
 				at += int64(n)
 				reads.Add(1)
 			}
@@ -895,9 +940,9 @@ func TestView23ReadsRacingAppendsStayInPublishedSize(t *testing.T) {
 	pieces := 0
 	for g := 0; g < 4; g++ {
 		for _, pc := range <-results {
-			w := want[pc.f]
-			require.LessOrEqual(t, pc.at+int64(len(pc.got)), int64(len(w)))
-			require.Equal(t, string(w[pc.at:pc.at+int64(len(pc.got))]), string(pc.got), "%v read at %d", pc.f, pc.at)
+			if bad := v23Check(pc, want[pc.f]); bad != "" {
+				t.Fatal(bad)
+			}
 			pieces++
 		}
 	}
@@ -943,20 +988,15 @@ func TestView23FollowedTxnsWhileReading(t *testing.T) {
 			l := openLog(t, dir, Options{ReadOnly: true, Follow: true, Isolation: iso})
 			p, err := l.Partition("tx", 0)
 			require.NoError(t, err)
-			type piece struct {
-				f    Format
-				at   int64
-				got  []byte
-				size int64
-			}
 			done := make(chan struct{})
-			results := make(chan []piece, 4)
+			results := make(chan []v23Piece, 4)
 			var reads atomic.Int64
 			for g := 0; g < 4; g++ {
 				f := Format(g % 2)
 				go func(g int) {
 					rng := rand.New(rand.NewSource(int64(200 + g)))
-					var out []piece
+					var out []v23Piece
+					kept, buf := 0, make([]byte, 300000)
 					defer func() { results <- out }()
 					v, err := p.NewView(f, 0)
 					if err != nil {
@@ -983,13 +1023,13 @@ func TestView23FollowedTxnsWhileReading(t *testing.T) {
 						if rng.Intn(3) == 0 || at >= size {
 							at = rng.Int63n(size)
 						}
-						b := make([]byte, []int{1, 100, 4096, 8192, 70000, 300000}[rng.Intn(6)])
+						b := buf[:[]int{1, 100, 4096, 8192, 70000, 300000}[rng.Intn(6)]]
 						n, err := v.ReadAt(b, at)
 						if err != nil && err != io.EOF {
 							t.Error(err)
 							return
 						}
-						out = append(out, piece{f, at, b[:n], size})
+						out = append(out, v23Keep(&kept, f, at, b[:n], size))
 						at += int64(n)
 						reads.Add(1)
 					}
@@ -1034,17 +1074,8 @@ func TestView23FollowedTxnsWhileReading(t *testing.T) {
 			var bad []string
 			for g := 0; g < 4; g++ {
 				for _, pc := range <-results {
-					w := want[pc.f]
-					if pc.at+int64(len(pc.got)) > int64(len(w)) {
-						bad = append(bad, fmt.Sprintf("%v read of %d at %d (view size %d then): past the end %d", pc.f, len(pc.got), pc.at, pc.size, len(w)))
-						continue
-					}
-					if exp := w[pc.at : pc.at+int64(len(pc.got))]; !bytes.Equal(exp, pc.got) {
-						k := 0
-						for exp[k] == pc.got[k] {
-							k++
-						}
-						bad = append(bad, fmt.Sprintf("%v read of %d at %d (view size %d then): byte %d (at %d) differs:\ngot  %q\nwant %q", pc.f, len(pc.got), pc.at, pc.size, k, pc.at+int64(k), pc.got[max(k-60, 0):min(k+100, len(pc.got))], exp[max(k-60, 0):min(k+100, len(exp))]))
+					if msg := v23Check(pc, want[pc.f]); msg != "" {
+						bad = append(bad, msg)
 					}
 					pieces++
 				}
