@@ -857,7 +857,7 @@ func (v *View) renderMarkInto(i int, m innerStart, local int64, dst []byte) (_ i
 		v.win = getWindow()
 	}
 	ib, at, n := m.ib, m.at, 0 // at: where the next record's rendering starts
-	src := walkSource{win: v.win, need: ib.span(m.innerMark, local+int64(len(dst)))}
+	src := walkSource{win: v.win, need: ib.span(int(m.off), m.at, local+int64(len(dst)))}
 	index, off, err := ib.walk(v.segs[i], src, m.index, int(m.off), func(r *record.Record) bool {
 		size := int64(len(r.Value)) + 1
 		if at+size <= local {
@@ -926,7 +926,7 @@ func (v *View) renderInner(i int, ib *innerBatch, index int32, off int, at, loca
 	if v.win == nil {
 		v.win = getWindow()
 	}
-	src := walkSource{mem: mem, win: v.win, need: ib.span(innerMark{off: int32(off), at: at}, local+int64(want))}
+	src := walkSource{mem: mem, win: v.win, need: ib.span(off, at, local+int64(want))}
 	index, off, err = ib.walk(v.segs[i], src, index, off, func(r *record.Record) bool {
 		if len(v.chunk) == 0 && v.format == Values && chunkAt+int64(len(r.Value))+1 <= local {
 			chunkAt += int64(len(r.Value)) + 1

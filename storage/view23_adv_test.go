@@ -37,6 +37,15 @@ func v23Text(rng *rand.Rand, n int) []byte {
 	return b
 }
 
+// v23Vals returns n values tagged tag-k, each with up to size letters.
+func v23Vals(rng *rand.Rand, tag string, n, size int) []string {
+	out := make([]string, n)
+	for k := range out {
+		out[k] = fmt.Sprintf("%s-%d-%s", tag, k, v23Text(rng, rng.Intn(size)))
+	}
+	return out
+}
+
 // v23Skewed returns big batches whose record bytes render very unevenly,
 // so that span's estimate (the batch's own ratio of record bytes to
 // rendered ones) is far too small in one part and far too big in another,
@@ -656,13 +665,7 @@ func TestView23TxnHiddenBeforeWanted(t *testing.T) {
 	dir := t.TempDir()
 	w := newTxnWriter(t, dir, broker.Options{SegmentBytes: 8 << 20})
 	rng := rand.New(rand.NewSource(advSeed(2326)))
-	vals := func(tag string, n, size int) []string {
-		out := make([]string, n)
-		for k := range out {
-			out[k] = fmt.Sprintf("%s-%d-%s", tag, k, v23Text(rng, rng.Intn(size)))
-		}
-		return out
-	}
+	vals := func(tag string, n, size int) []string { return v23Vals(rng, tag, n, size) }
 	for round := 0; round < 12; round++ {
 		// A run of aborted transactions, small and (now and then) big,
 		// then committed and plain records.
@@ -976,13 +979,7 @@ func TestView23FollowedTxnsWhileReading(t *testing.T) {
 			dir := t.TempDir()
 			w := newTxnWriter(t, dir, broker.Options{SegmentBytes: 1 << 20})
 			rng := rand.New(rand.NewSource(advSeed(2328)))
-			vals := func(tag string, n, size int) []string {
-				out := make([]string, n)
-				for k := range out {
-					out[k] = fmt.Sprintf("%s-%d-%s", tag, k, v23Text(rng, rng.Intn(size)))
-				}
-				return out
-			}
+			vals := func(tag string, n, size int) []string { return v23Vals(rng, tag, n, size) }
 			w.write(-1, false, "first")
 			require.NoError(t, w.p.Checkpoint(w.p.End()))
 			l := openLog(t, dir, Options{ReadOnly: true, Follow: true, Isolation: iso})

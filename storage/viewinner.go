@@ -115,23 +115,24 @@ type walkSource struct {
 	need int
 }
 
-// span estimates how many bytes of the batch's records, from mark m on,
-// render to rendered byte upto (counted as m.at is): the batch's own ratio
-// of record bytes to rendered ones, with slack for uneven records, so that
-// a read from a mark reads about what it decodes, not a whole window.
-func (ib *innerBatch) span(m innerMark, upto int64) int {
+// span estimates how many bytes of the batch's records, from the record
+// at byte off of them, whose rendering starts at rendered byte at, render
+// to rendered byte upto: the batch's own ratio of record bytes to
+// rendered ones, with slack for uneven records, so that a read from a
+// mark reads about what it decodes, not a whole window.
+func (ib *innerBatch) span(off int, at, upto int64) int {
 	data := int64(ib.h.Size()) - record.HeaderSize
 	rendered := ib.to - ib.from()
-	if rendered <= 0 || upto <= m.at {
+	if rendered <= 0 || upto <= at {
 		return 0
 	}
-	est := (upto - m.at) * data / rendered
+	est := (upto - at) * data / rendered
 	est = max(est+est/8+512, 4<<10)
 	// A batch of big keys and small values renders a byte for every few
 	// KiB of records: read it in windows, not in one read of the rest of
 	// it, which could be the size of the batch.
-	est = min(est, max(innerWindow, 2*(upto-m.at)))
-	return int(min(est, data-int64(m.off)))
+	est = min(est, max(innerWindow, 2*(upto-at)))
+	return int(min(est, data-int64(off)))
 }
 
 // walk decodes the batch's records from record number index on, which
