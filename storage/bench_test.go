@@ -238,6 +238,42 @@ func benchAppend(b *testing.B, size, batch int, sync bool) {
 	b.ReportMetric(float64(b.N*batch)/ours.Seconds(), "records/s")
 }
 
+// BenchmarkAppendWrite appends what one 1 MiB write(2) to an append file
+// hands the partition: a MiB of lines as records with values only, at the
+// wall clock's time (timestamp 0), in one call. It is the storage part of
+// the mount's cat >> append, without FUSE.
+func BenchmarkAppendWrite(b *testing.B) {
+	for _, size := range recordSizes {
+		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
+			p, done := benchPartition(b, "flush.ms=-1")
+			defer done()
+			recs := make([]Record, (1<<20)/(size+1))
+			for i := range recs {
+				v := make([]byte, size)
+				benchValue(v, int64(i))
+				recs[i] = Record{Value: v}
+			}
+			b.SetBytes(int64(len(recs) * (size + 1)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			written := 0
+			for i := 0; i < b.N; i++ {
+				if _, err := p.Append(recs); err != nil {
+					b.Fatal(err)
+				}
+				if written += len(recs) * (size + 16); written >= writebackEvery {
+					b.StopTimer()
+					if err := p.Sync(); err != nil {
+						b.Fatal(err)
+					}
+					written = 0
+					b.StartTimer()
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkAppendRoll appends 1 MiB batches (64 records of 16 KiB) to a
 // partition whose segments hold one each, so every append rolls: it
 // measures what a roll costs the appender (new files, sealed indexes, the

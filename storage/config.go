@@ -31,9 +31,27 @@ type Config struct {
 // CheckRecord applies max.message.bytes to one record: the batch holding it
 // alone must fit, as Kafka measures a batch. It returns an error wrapping
 // ErrRecordTooLarge, or nil.
+//
+// A record without headers whose key and value leave room for the most
+// framing they can have fits whatever its exact size: that takes a
+// comparison instead of sizing the record, for each of the ten thousand
+// lines of a 1 MiB write of 100-byte lines, twice.
 func (c Config) CheckRecord(r *Record) error {
-	if n := int64(record.HeaderSize + record.RecordSize(0, 0, r.Key, r.Value, r.Headers)); n > c.MaxMessageBytes {
-		return fmt.Errorf("%w: a record of %d bytes in a batch of its own, max.message.bytes is %d", ErrRecordTooLarge, n, c.MaxMessageBytes)
+	if len(r.Headers) == 0 && int64(len(r.Key)+len(r.Value)) <= c.MaxMessageBytes-(record.HeaderSize+maxFraming) {
+		return nil
+	}
+	return checkRecordSize(r, c.MaxMessageBytes)
+}
+
+// maxFraming bounds what record.RecordSize(0, 0, key, value, nil) adds to
+// key and value: its length, attributes, the two deltas, the two lengths
+// and the header count, with lengths below 2^31 (max.message.bytes is an
+// int32) taking 5 bytes at most.
+const maxFraming = 5 + 1 + 1 + 1 + 5 + 5 + 1
+
+func checkRecordSize(r *Record, maxMessage int64) error {
+	if n := int64(record.HeaderSize + record.RecordSize(0, 0, r.Key, r.Value, r.Headers)); n > maxMessage {
+		return fmt.Errorf("%w: a record of %d bytes in a batch of its own, max.message.bytes is %d", ErrRecordTooLarge, n, maxMessage)
 	}
 	return nil
 }
