@@ -420,6 +420,25 @@ func BenchmarkBuild(b *testing.B) {
 	}
 }
 
+// BenchmarkBuildLines builds what a 1 MiB write of 100-byte lines to an
+// append file becomes: one batch of ten thousand records with values only.
+func BenchmarkBuildLines(b *testing.B) {
+	val := bytes.Repeat([]byte("x"), 99)
+	const n = (1 << 20) / 100
+	b.SetBytes(n * 100)
+	b.ReportAllocs()
+	var bl Builder
+	for i := 0; i < b.N; i++ {
+		bl.Reset()
+		for j := 0; j < n; j++ {
+			bl.Append(1_700_000_000_000, nil, val, nil)
+		}
+		if _, err := bl.Build(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // countingReader counts ReadAt calls.
 type countingReader struct {
 	r     *bytes.Reader
