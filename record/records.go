@@ -111,6 +111,14 @@ func (it *RecordIter) whole() bool {
 }
 
 func (it *RecordIter) decode() error {
+	if it.decodeCommon() {
+		return nil
+	}
+	return it.decodeFields()
+}
+
+// decodeFields decodes the next record field by field, each checked.
+func (it *RecordIter) decodeFields() error {
 	d := it.data[it.off:]
 	length, n := varint(d, 5)
 	if n <= 0 || length < 0 || int64(len(d)-n) < length {
@@ -175,6 +183,89 @@ func (it *RecordIter) decode() error {
 		return corruptf(it.pos, "record %d: %d bytes after its last field", it.read, len(body)-p)
 	}
 	return nil
+}
+
+// decodeCommon decodes the next record, as decodeFields does, when it has
+// the shape nearly every record has: a length, timestamp delta, key and
+// value length of at most two varint bytes, an offset delta of at most
+// three, and no headers. It reports false, having changed nothing, for
+// any other record, good or bad, which decodeFields then decodes or
+// refuses. Its varints are decoded in line: a 1 MiB batch of 100-byte
+// records is ten thousand records of six varints each, and the calls to
+// varint were a fifth of rendering it.
+func (it *RecordIter) decodeCommon() bool {
+	d := it.data[it.off:]
+	length, n := uvarint2(d, 0)
+	if n == 0 || length&1 != 0 || uint64(len(d)-n) < length>>1 {
+		return false
+	}
+	body := d[n : n+int(length>>1)]
+	// attributes (any), then the timestamp delta
+	tsZ, p := uvarint2(body, 1)
+	if p == 1 {
+		return false
+	}
+	offZ, q := uvarint2(body, p)
+	if q == p {
+		if q+2 >= len(body) || body[q] < 0x80 || body[q+1] < 0x80 || body[q+2] >= 0x80 {
+			return false
+		}
+		offZ, q = uint64(body[q]&0x7f)|uint64(body[q+1]&0x7f)<<7|uint64(body[q+2])<<14, q+3
+	}
+	p = q
+	if offZ&1 != 0 || int64(offZ>>1) > int64(it.h.LastOffsetDelta) {
+		return false
+	}
+	var key []byte
+	if p < len(body) && body[p] == 1 {
+		p++ // null
+	} else {
+		keyZ, q := uvarint2(body, p)
+		if q == p || keyZ&1 != 0 || uint64(len(body)-q) < keyZ>>1 {
+			return false
+		}
+		p = q + int(keyZ>>1)
+		key = body[q:p:p]
+	}
+	var value []byte
+	if p < len(body) && body[p] == 1 {
+		p++ // null
+	} else {
+		valZ, q := uvarint2(body, p)
+		if q == p || valZ&1 != 0 || uint64(len(body)-q) < valZ>>1 {
+			return false
+		}
+		p = q + int(valZ>>1)
+		value = body[q:p:p]
+	}
+	if p != len(body)-1 || body[p] != 0 {
+		return false // headers, or bytes after them: decode says which
+	}
+	r := &it.rec
+	r.Offset = it.h.BaseOffset + Offset(offZ>>1)
+	if it.h.Attributes.LogAppendTime() {
+		r.Timestamp = it.h.MaxTimestamp
+	} else {
+		r.Timestamp = it.h.BaseTimestamp + (int64(tsZ>>1) ^ -int64(tsZ&1))
+	}
+	r.Key, r.Value, r.Headers = key, value, nil
+	if it.headers != nil {
+		r.Headers = (*it.headers)[:0]
+	}
+	it.off += n + len(body)
+	return true
+}
+
+// uvarint2 decodes the unsigned varint of one or two bytes at b[p:] and
+// returns the index after it, or p when it is longer or b ends first.
+func uvarint2(b []byte, p int) (uint64, int) {
+	if p < len(b) && b[p] < 0x80 {
+		return uint64(b[p]), p + 1
+	}
+	if p+1 < len(b) && b[p+1] < 0x80 {
+		return uint64(b[p]&0x7f) | uint64(b[p+1])<<7, p + 2
+	}
+	return 0, p
 }
 
 // bytesField decodes a length-prefixed byte string at b[p:]; length -1 is nil.
