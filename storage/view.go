@@ -992,6 +992,17 @@ func (v *View) renderInto(i int, local int64, dst []byte) (_ int, err error) {
 	v.chunk = v.chunk[:0]
 	n, spilled := 0, false
 	for !spilled && n < len(dst) {
+		if m, ok := markBefore(v.idx[i].innerAt(v.sc.Pos()), local+int64(n), &sh); ok && m.index == 0 && m.at == local+int64(n) {
+			// Another view read the next batch whole and marked it (the
+			// kernel's read-ahead has requests in flight on views of
+			// their own, and a 1 MiB batch straddles each boundary):
+			// render it from its first mark, reading what dst takes of
+			// it, not the whole batch again with its CRC.
+			if n > 0 {
+				break // the next call starts there
+			}
+			return v.renderMarkInto(i, m, local, dst)
+		}
 		before, nBefore := v.scEnded, n
 		var pos record.Position
 		if !v.sc.Next() {
