@@ -646,3 +646,65 @@ func slicesIndex(s []int, v int) int {
 	}
 	return -1
 }
+
+// Views from offsets (inside big batches, at their starts, in small
+// ones) read in turn as the kernel's requests come: a view whose
+// rendering starts past its first segment's start reads on into batches
+// other views marked.
+func TestView24ViewsFromOffsetsInTurn(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, small("segment.bytes=1500000"))
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	rng := rand.New(rand.NewSource(advSeed(2407)))
+	var bases []record.Offset
+	for i := 0; i < 14; i++ {
+		var recs []Record
+		if rng.Intn(4) == 0 {
+			recs = v24Records([]string{fmt.Sprint("small-", i), "x"})
+		} else {
+			recs = v24Records(v24Big(rng, fmt.Sprint("o", i), 200+rng.Intn(500)))
+		}
+		base, err := p.Append(recs)
+		require.NoError(t, err)
+		bases = append(bases, base)
+	}
+	end := p.EndOffset()
+	froms := []record.Offset{bases[1], bases[1] + 1, bases[5] + 77, bases[9] - 1, bases[11] + 3, end - 2}
+	for _, from := range froms {
+		want := renderAll(t, p, Values, from)
+		for round := 0; round < 3; round++ {
+			v24DropMarks(p)
+			req := []int{4096, 128 << 10, 131071, 1 + rng.Intn(300000)}[rng.Intn(4)]
+			views := make([]*View, 3)
+			ends := make([]int64, 3)
+			for k := range views {
+				views[k], err = p.NewView(Values, from)
+				require.NoError(t, err)
+				ends[k] = -1
+			}
+			what := fmt.Sprintf("from %d round %d req %d", from, round, req)
+			for off := int64(0); off < int64(len(want)); off += 2 * int64(req) {
+				// Two requests: the second first, on a view of its own;
+				// the first on the view that ended where it starts.
+				first, second := -1, -1
+				for k := range views {
+					if ends[k] == off {
+						first = k
+					}
+				}
+				if first < 0 {
+					first = rng.Intn(3)
+				}
+				second = (first + 1 + rng.Intn(2)) % 3
+				if off+int64(req) < int64(len(want)) {
+					ends[second] = v24Read(t, views[second], want, off+int64(req), req, what)
+				}
+				ends[first] = v24Read(t, views[first], want, off, req, what)
+			}
+			for _, v := range views {
+				require.NoError(t, v.Close())
+			}
+		}
+	}
+}
