@@ -39,7 +39,8 @@
 //	cat           cat offset/0 > /dev/null                cat of the partition's .log files
 //	tail          tail -n 10 offset/0                     tail -n 10 of a file of the same text
 //	head          head -n 1 offset/N, random N            head -n 1 of that file (no lookup)
-//	cat>>append   cat FILE >> TOPIC/0/append              cat FILE >> a plain file
+//	cat>>append   cat FILE >> TOPIC/0/append              cat FILE >> a plain file (and >> the
+//	                                                      go-fuse floor's sink)
 //	readers       each reader on offset/0, first and      the same reader on a plain file of the
 //	              second read (see below)                 same text (warm)
 //	pread         4 KiB pread(2) at random positions of   the same preads of that file, and of

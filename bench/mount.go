@@ -400,18 +400,27 @@ func (r *runner) catAppend(ctx context.Context, work, mp string, p *payload, n i
 	}
 	appendFile := filepath.Join(mp, appendTopic, "0", "append")
 	plainOut := filepath.Join(work, "appended.txt")
+	// The go-fuse floor's sink takes each write and keeps nothing: what
+	// FUSE alone costs a writer, mounted as logfs mounts.
+	floorMp := filepath.Join(work, "append-floor")
+	fl, err := r.startFloor(ctx, floorMp, 0)
+	if err != nil {
+		return err
+	}
+	defer fl.stop()
 	if _, err := Settle(work); err != nil {
 		return err
 	}
 	runs := max(r.o.Count, 3)
 	mres := Result{Phase: PhaseCatAppend, Size: size, Subject: SubjectMount, What: "cat input >> TOPIC/0/append", LatUnit: "run"}
+	fres := Result{Phase: PhaseCatAppend, Size: size, Subject: SubjectFloor, What: "cat input >> the floor's sink", LatUnit: "run"}
 	pres := Result{Phase: PhaseCatAppend, Size: size, Subject: SubjectPlain, What: "cat input >> plain file", LatUnit: "run"}
-	mlat, plat := make([]int64, 0, runs), make([]int64, 0, runs)
+	mlat, flat, plat := make([]int64, 0, runs), make([]int64, 0, runs), make([]int64, 0, runs)
 	for range runs {
 		for _, x := range []struct {
 			lat  *[]int64
 			file string
-		}{{&mlat, appendFile}, {&plat, plainOut}} {
+		}{{&mlat, appendFile}, {&flat, filepath.Join(floorMp, "append")}, {&plat, plainOut}} {
 			f, err := os.OpenFile(x.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 			if err != nil {
 				return err
@@ -453,7 +462,7 @@ func (r *runner) catAppend(ctx context.Context, work, mp string, p *payload, n i
 	for _, x := range []struct {
 		res *Result
 		lat []int64
-	}{{&mres, mlat}, {&pres, plat}} {
+	}{{&mres, mlat}, {&fres, flat}, {&pres, plat}} {
 		slices.Sort(x.lat)
 		x.res.Elapsed = time.Duration(x.lat[(len(x.lat)-1)/2])
 		x.res.Ops, x.res.Records, x.res.Bytes = 1, n, inBytes

@@ -289,6 +289,8 @@ func ratios(rs []Result) {
 			base = findCase(r, SubjectFloor, r.Case, "")
 		case r.Phase == PhaseReaders && r.Subject == SubjectFloor:
 			base = findCase(r, SubjectPlain, r.Case, "")
+		case r.Phase == PhaseCatAppend && r.Subject == SubjectFloor:
+			base = find(r.Phase, SubjectPlain, r.Size, r.Batch)
 		case r.Case != "" && r.Subject == SubjectMount:
 			base = findCase(r, SubjectPlain, r.Case, "")
 		case r.Subject == SubjectMount:
@@ -352,7 +354,7 @@ func targets(rep *Report) []Target {
 				if r.Size < 1024 {
 					want = 0.35
 				}
-				add(fmt.Sprintf("cat >> append >= %.2gx plain", want), fmt.Sprintf("%s: %.2fx", where, r.VsBase), r.VsBase, r.VsBase >= want)
+				add(fmt.Sprintf("cat >> append >= %.2gx plain", want), fmt.Sprintf("%s: %.2fx (%.0f vs %.0f MB/s%s)", where, r.VsBase, r.MBps, r.MBps/r.VsBase, floorRatio(r)), r.VsBase, r.VsBase >= want)
 			}
 		case r.Subject == SubjectMount && r.Phase == PhaseHead && r.VsBase > 0:
 			add("head -n 1 offset/N within 1.5x of plain", fmt.Sprintf("%s: %.2fx (p50 %s)", where, 1/r.VsBase, DurationCell(r.P50)), 1/r.VsBase, r.VsBase >= 1/1.5)

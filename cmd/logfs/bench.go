@@ -65,7 +65,8 @@ against the same tool on plain files:
   cat           cat offset/0 (FUSE page cache dropped first) vs cat of the .log files
   tail          tail -n 10 offset/0 vs tail -n 10 of a plain file of the same text
   head          head -n 1 offset/N, random N, vs head -n 1 of that plain file
-  cat>>append   cat FILE >> TOPIC/0/append vs cat FILE >> a plain file
+  cat>>append   cat FILE >> TOPIC/0/append vs cat FILE >> a plain file, and
+                >> the go-fuse floor's sink (a server that keeps nothing)
   readers       dd bs=4k/64k/1M, cat, wc -l, mawk, Go bufio.Scanner, Python
                 (for line in f, read(1 MiB)), grep -c on offset/0, first
                 read (kernel cache dropped) and second, vs a plain file
