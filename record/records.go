@@ -239,7 +239,7 @@ func (it *RecordIter) decodeCommon() bool {
 		value = body[q:p:p]
 	}
 	if p != len(body)-1 || body[p] != 0 {
-		return false // headers, or bytes after them: decode says which
+		return false // headers, or bytes after them: decodeFields says which
 	}
 	r := &it.rec
 	r.Offset = it.h.BaseOffset + Offset(offZ>>1)
