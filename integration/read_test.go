@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/logfs/logfs/fs"
 	"github.com/logfs/logfs/storage"
@@ -381,4 +382,22 @@ func firstDiff(a, b string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// The mount raises its backing device's read-ahead window to
+// fs.ReadAheadKB where it may (as root: CI mounts as root), two requests
+// of the largest size, so that the kernel has two requests of a reader of
+// 1 MiB read(2)s on their way at once and both CPUs render.
+func TestMountRaisesReadAhead(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a device's read_ahead_kb is root's to set")
+	}
+	require.GreaterOrEqual(t, fs.ReadAheadKB<<10, 2*fs.DefaultMaxWrite, "a window of two requests")
+	l, _ := newLog(t, nil)
+	mnt := mount(t, l, fs.Options{})
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(mnt, &st))
+	kb, err := os.ReadFile(fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev)))
+	require.NoError(t, err)
+	require.Equal(t, strconv.Itoa(fs.ReadAheadKB), strings.TrimSpace(string(kb)))
 }
