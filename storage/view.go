@@ -87,11 +87,15 @@ type View struct {
 
 // viewCut is where a view's chunk ends inside a batch: record number
 // index of ib, a batch with marks (decoded whole when they were made), at
-// byte off of its records, not rendered yet.
+// byte off of its records, not rendered yet. mem is the batch's records
+// when the read that made the cut has them in memory still (it read the
+// batch whole just now, in the scanner's buffer): ReadAt clears it before
+// it returns, as the next scan may overwrite that buffer.
 type viewCut struct {
 	ib    *innerBatch
 	index int32
 	off   int
+	mem   []byte
 }
 
 // NewView opens a view from offset start, which must lie between the log
@@ -536,6 +540,7 @@ func (v *View) stop(i int) (at int64, cause error, ok bool, err error) {
 func (v *View) ReadAt(b []byte, off int64) (int, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	defer func() { v.cut.mem = nil }()
 	if v.closed {
 		return 0, ErrClosed
 	}
@@ -766,8 +771,16 @@ func (v *View) renderAt(i int, local int64, want int) (_ []byte, err error) {
 					if m, ok := markBefore(vi.innerAt(b.Pos), local, &sh); ok {
 						// local is in a batch that has marks now: render
 						// from the one before it, not the whole batch,
-						// which is in memory still.
-						return v.renderInner(i, m.ib, m.index, int(m.off), m.at, local, want, b.Bytes[record.HeaderSize:])
+						// which is in memory still. Values render only
+						// the record that holds local here: ReadAt
+						// renders the rest straight into its buffer from
+						// the batch in memory (the cut's mem), not
+						// through the chunk.
+						w := want
+						if v.format == Values {
+							w = 1
+						}
+						return v.renderInner(i, m.ib, m.index, int(m.off), m.at, local, w, b.Bytes[record.HeaderSize:])
 					}
 				}
 				err = v.renderBatch(b, local, &at)
@@ -826,7 +839,7 @@ func (v *View) renderValuesAt(i int, local int64, dst []byte) (n int, done bool,
 	switch {
 	case v.chunkSeg == i && local == v.chunkAt+int64(len(v.chunk)):
 		if c := v.cut; c.ib != nil {
-			n, err = v.renderMarkInto(i, innerStart{innerMark{index: c.index, off: int32(c.off), at: local}, c.ib}, local, dst)
+			n, err = v.renderMarkInto(i, innerStart{innerMark{index: c.index, off: int32(c.off), at: local}, c.ib}, local, dst, c.mem)
 			return n, true, err
 		}
 		n, err = v.renderInto(i, local, dst)
@@ -839,7 +852,7 @@ func (v *View) renderValuesAt(i int, local int64, dst []byte) (n int, done bool,
 		return 0, true, err
 	}
 	if _, m, ok := v.locate(i, local, &sh); ok {
-		n, err = v.renderMarkInto(i, m, local, dst)
+		n, err = v.renderMarkInto(i, m, local, dst, nil)
 		return n, true, err
 	}
 	return 0, false, nil
@@ -849,15 +862,16 @@ func (v *View) renderValuesAt(i int, local int64, dst []byte) (n int, done bool,
 // on straight into dst, skipping the records that end at or before local,
 // while whole records fit. The record that does not goes to the chunk,
 // which then ends inside the batch (v.cut) or at its end, as renderInner
-// leaves it.
-func (v *View) renderMarkInto(i int, m innerStart, local int64, dst []byte) (_ int, err error) {
+// leaves it. mem is the batch's records when this read has them in memory
+// (see viewCut), or nil: they are read from the log.
+func (v *View) renderMarkInto(i int, m innerStart, local int64, dst []byte, mem []byte) (_ int, err error) {
 	defer v.dropChunkOnError(&err)
 	v.chunk, v.chunkSeg, v.cut = v.chunk[:0], i, viewCut{}
 	if v.win == nil {
 		v.win = getWindow()
 	}
 	ib, at, n := m.ib, m.at, 0 // at: where the next record's rendering starts
-	src := walkSource{win: v.win, need: ib.span(int(m.off), m.at, local+int64(len(dst)))}
+	src := walkSource{mem: mem, win: v.win, need: ib.span(int(m.off), m.at, local+int64(len(dst)))}
 	index, off, err := ib.walk(v.segs[i], src, m.index, int(m.off), func(r *record.Record) bool {
 		size := int64(len(r.Value)) + 1
 		if at+size <= local {
@@ -940,7 +954,7 @@ func (v *View) renderInner(i int, ib *innerBatch, index int32, off int, at, loca
 	}
 	v.chunkAt, v.chunkEnd, v.chunkEnded = chunkAt, ib.end(), ib.h.NextOffset()
 	if index < ib.h.RecordCount {
-		v.cut = viewCut{ib: ib, index: index, off: off}
+		v.cut = viewCut{ib: ib, index: index, off: off, mem: mem}
 	}
 	if local < v.chunkAt || local >= v.chunkAt+int64(len(v.chunk)) {
 		return nil, nil
@@ -1001,7 +1015,7 @@ func (v *View) renderInto(i int, local int64, dst []byte) (_ int, err error) {
 			if n > 0 {
 				break // the next call starts there
 			}
-			return v.renderMarkInto(i, m, local, dst)
+			return v.renderMarkInto(i, m, local, dst, nil)
 		}
 		before, nBefore := v.scEnded, n
 		var pos record.Position
@@ -1042,7 +1056,9 @@ func (v *View) renderInto(i int, local int64, dst []byte) (_ int, err error) {
 // kernel's next request, served by another view) never renders it. A big
 // batch without marks gets them here, with vi, the view index, as its
 // rendering starts at rendered byte from: once read whole, every record
-// of it decoded, as a batch must be before a read stops inside it.
+// of it decoded, as a batch must be before a read stops inside it; the
+// chunk then ends at the record that did not fit, inside the batch, the
+// same way.
 func (v *View) renderValues(b *record.Batch, vi *viewIndex, from int64, dst []byte, n int) (_ int, spilled bool, _ error) {
 	it, err := v.dec.Records(b)
 	if err != nil {
@@ -1056,6 +1072,7 @@ func (v *View) renderValues(b *record.Batch, vi *viewIndex, from int64, dst []by
 			m, marking = newMarker(b, from), true
 		}
 	}
+	cut := viewCut{index: -1} // where a batch being marked is cut
 	for {
 		off, index := it.Off(), it.Index()
 		if !it.Next() {
@@ -1064,13 +1081,21 @@ func (v *View) renderValues(b *record.Batch, vi *viewIndex, from int64, dst []by
 		r := it.Record()
 		if marking {
 			m.note(off, index, r.Offset, int64(len(r.Value))+1)
+			if cut.index >= 0 {
+				continue // counted for the marks only: see below
+			}
 		}
 		if spilled || n+len(r.Value)+1 > len(dst) {
 			spilled = true
 			v.chunk = Values.Append(v.chunk, r)
-			if ib != nil && it.Index() < b.RecordCount {
-				v.cut = viewCut{ib: ib, index: it.Index(), off: it.Off()}
-				return n, true, nil
+			if it.Index() < b.RecordCount {
+				switch {
+				case ib != nil:
+					v.cut = viewCut{ib: ib, index: it.Index(), off: it.Off()}
+					return n, true, nil
+				case marking:
+					cut.index, cut.off = it.Index(), it.Off()
+				}
 			}
 			continue
 		}
@@ -1082,7 +1107,16 @@ func (v *View) renderValues(b *record.Batch, vi *viewIndex, from int64, dst []by
 		return n, spilled, err
 	}
 	if marking {
-		vi.addInner(m.done())
+		// The rest of the batch after the record that did not fit is not
+		// rendered: the chunk ends inside the batch, at its new marks, as
+		// for a batch that had them. Rendering it would be wasted when the
+		// kernel's next request goes to another view, as it does when
+		// read-ahead keeps two in flight.
+		cut.ib = m.done()
+		vi.addInner(cut.ib)
+		if cut.index >= 0 {
+			v.cut = cut
+		}
 	}
 	return n, spilled, nil
 }

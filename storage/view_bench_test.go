@@ -199,6 +199,67 @@ func BenchmarkViewSequentialBig(b *testing.B) {
 	}
 }
 
+// BenchmarkViewFirstReadBig is BenchmarkViewSequentialBig's two views in
+// turn on batches that have no marks yet, as a fresh mount's first read
+// of data written by 1 MiB writes (cat >> append, logfs produce): every
+// request that starts inside a batch reads it whole, checks it and marks
+// it, and the request before it, on the other view, reads on into it.
+// The marks are dropped before each pass, outside the timer.
+func BenchmarkViewFirstReadBig(b *testing.B) {
+	for _, size := range recordSizes {
+		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
+			d := getDataset(b, size, bigBatch(size))
+			buf := make([]byte, 1<<20)
+			var rendered, total int64
+			var cpu time.Duration
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				for _, s := range d.p.segments() {
+					s.views.dropInner()
+				}
+				var vs [2]*View
+				for k := range vs {
+					v, err := d.p.NewView(Values, 0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					vs[k] = v
+				}
+				b.StartTimer()
+				cpu0 := cpuTime()
+				// Requests in pairs, the second served first, each pair
+				// on the two views, as two requests in flight are.
+				rendered = 0
+				for off, done := int64(0), false; !done; off += 2 * int64(len(buf)) {
+					for _, k := range []int{1, 0} {
+						n, err := vs[k].ReadAt(buf, off+int64(k*len(buf)))
+						if err != nil && err != io.EOF {
+							b.Fatal(err)
+						}
+						rendered += int64(n)
+						done = done || n < len(buf)
+					}
+				}
+				cpu += cpuTime() - cpu0
+				b.StopTimer()
+				for _, v := range vs {
+					v.Close()
+				}
+				b.StartTimer()
+				total += rendered
+			}
+			b.StopTimer()
+			if want := d.records * int64(d.size+1); rendered != want {
+				b.Fatalf("rendered %d bytes, want %d", rendered, want)
+			}
+			b.ReportMetric(float64(total)/b.Elapsed().Seconds()/1e6, "MB/s-rendered")
+			b.ReportMetric(float64(cpu.Milliseconds())/(float64(total)/(1<<30)), "cpu-ms/GiB")
+		})
+	}
+}
+
 // Marks are bounded: past innerMax batches of a segment a batch's marks
 // replace another's (and reads stay right), and they go with the segment.
 func TestViewMarksBounded(t *testing.T) {

@@ -485,8 +485,51 @@ func TestViewsInTurnReadBatchesWholeOnce(t *testing.T) {
 	}
 	// A request that starts inside a batch reads it whole, for its CRC,
 	// and marks it; the request before it, on the other view, then reads
-	// from the marks what it renders of the batch: 1.5 times the log in
-	// all here. Reading the batch whole again made it 1.9 times.
+	// from the marks what it renders of the batch, and so does the view
+	// that carries on after a request that ended inside the batch it
+	// marked (it leaves the rest unrendered: TestViewMarkingLeavesRest):
+	// 1.7 times the log in all here. Reading the batch whole again made it
+	// 2.1 times (1.9 before a view left the rest of a batch it marked).
 	read := fs.logBytes.Load() - before
-	require.Less(t, read, logSize*8/5, "log bytes read for a log of %d", logSize)
+	require.Less(t, read, logSize*7/4, "log bytes read for a log of %d", logSize)
+}
+
+// A view whose read ends inside a big batch that it read whole and marked
+// just now renders the record that did not fit, not the rest of the
+// batch: the kernel's next request, two being in flight, is served by
+// another view more often than not. The view that carries on renders the
+// rest from the marks. Both ways to a batch without marks count: the
+// read that starts inside it (renderAt), and the one that reads on into
+// it from the batch before (renderValues).
+func TestViewMarkingLeavesRest(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, nil)
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	for b := range 3 {
+		recs := make([]Record, 3000) // about 280 KB: a big batch
+		for i := range recs {
+			recs[i] = Record{Value: []byte(fmt.Sprintf("batch %d record %04d %s", b, i, strings.Repeat("v", 70)))}
+		}
+		_, err = p.Append(recs)
+		require.NoError(t, err)
+	}
+	want := renderAll(t, p, Values, 0)
+
+	v, err := p.NewView(Values, 0)
+	require.NoError(t, err)
+	defer v.Close()
+	got := make([]byte, len(want)+1)
+	n := 0
+	for reads := 0; ; reads++ {
+		m, err := v.ReadAt(got[n:min(n+64<<10, len(got))], int64(n))
+		n += m
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		require.Nil(t, v.cut.mem, "read %d: the batch in memory kept past the read", reads)
+		require.Less(t, len(v.chunk), 100, "read %d, to %d: the record that did not fit, not the rest of its batch", reads, n)
+	}
+	require.Equal(t, string(want), string(got[:n]))
 }
