@@ -150,10 +150,10 @@ func (w *txnWriter) scenario(rng *rand.Rand, batches int, open bool) {
 	w.write(-1, false, "after-the-open-one")
 }
 
-// expected renders what a view from start shows, from the records a
-// ReadUncommitted reader returns, filtered by the model.
-func (w *txnWriter) expected(t *testing.T, p *Partition, f Format, iso Isolation, start record.Offset) []byte {
-	lso := w.m.lso(p.EndOffset())
+// shown reports, by the model, whether a view at isolation level iso
+// shows the record at an offset: one of a write it shows, and in
+// ReadCommitted below the last stable offset lso.
+func (w *txnWriter) shown(iso Isolation, lso record.Offset) func(record.Offset) bool {
 	visible := map[record.Offset]bool{}
 	for _, wr := range w.m.writes {
 		if iso == ReadUncommitted || w.m.shows(wr, lso) {
@@ -162,6 +162,13 @@ func (w *txnWriter) expected(t *testing.T, p *Partition, f Format, iso Isolation
 			}
 		}
 	}
+	return func(o record.Offset) bool { return visible[o] && (iso == ReadUncommitted || o < lso) }
+}
+
+// expected renders what a view from start shows, from the records a
+// ReadUncommitted reader returns, filtered by the model.
+func (w *txnWriter) expected(t *testing.T, p *Partition, f Format, iso Isolation, start record.Offset) []byte {
+	shown := w.shown(iso, w.m.lso(p.EndOffset()))
 	r, err := p.NewReader(p.StartOffset())
 	require.NoError(t, err)
 	defer r.Close()
@@ -172,7 +179,7 @@ func (w *txnWriter) expected(t *testing.T, p *Partition, f Format, iso Isolation
 			break
 		}
 		require.NoError(t, err)
-		if rec.Offset >= start && visible[rec.Offset] && (iso == ReadUncommitted || rec.Offset < lso) {
+		if rec.Offset >= start && shown(rec.Offset) {
 			out = f.Append(out, rec)
 		}
 	}

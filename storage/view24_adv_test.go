@@ -87,14 +87,7 @@ func v24Read(t *testing.T, v *View, want []byte, at int64, size int, what string
 		end = at
 	}
 	require.Equal(t, int(end-at), n, "%s: read %d at %d: bytes", what, size, at)
-	if !bytes.Equal(want[at:end], b[:n]) {
-		i := 0
-		for i < n && want[at+int64(i)] == b[i] {
-			i++
-		}
-		t.Fatalf("%s: read %d at %d: first wrong byte at %d: got %q, want %q", what, size, at, at+int64(i),
-			b[i:min(i+40, n)], want[at+int64(i):min(at+int64(i)+40, end)])
-	}
+	v24RequireBytes(t, what, size, at, want[at:end], b[:n])
 	return at + int64(n)
 }
 
@@ -281,21 +274,7 @@ func TestView24MarkedNextBatchTxn(t *testing.T) {
 	require.NoError(t, w.p.Close())
 	for _, iso := range []Isolation{ReadCommitted, ReadUncommitted} {
 		t.Run(iso.String(), func(t *testing.T) {
-			l := openLog(t, dir, Options{ReadOnly: true, Isolation: iso})
-			p, err := l.Partition("tx", 0)
-			require.NoError(t, err)
-			lso := w.m.lso(p.EndOffset())
-			visible := map[record.Offset]bool{}
-			for _, wr := range w.m.writes {
-				if iso == ReadUncommitted || w.m.shows(wr, lso) {
-					for off := wr.base; off <= wr.last; off++ {
-						visible[off] = true
-					}
-				}
-			}
-			want, spans := v24Spans(t, p, func(o record.Offset) bool {
-				return visible[o] && (iso == ReadUncommitted || o < lso)
-			})
+			l, p, want, spans := v24OpenTxn(t, w, dir, iso)
 			require.Equal(t, string(w.expected(t, p, Values, iso, 0)), string(want))
 			v24MarkThenOn(t, p, want, spans, rng, iso.String())
 			require.NoError(t, l.Close())
@@ -523,6 +502,76 @@ func TestView24ViewsInTurnRandom(t *testing.T) {
 	}
 }
 
+// v24RequireBytes fails t at the first byte of got, what a read of size
+// bytes at at returned, that is not want's (as long as got).
+func v24RequireBytes(t testing.TB, what string, size int, at int64, want, got []byte) {
+	t.Helper()
+	if bytes.Equal(want, got) {
+		return
+	}
+	i := 0
+	for i < len(got) && want[i] == got[i] {
+		i++
+	}
+	t.Fatalf("%s: read %d at %d: first wrong byte at %d: got %q, want %q", what, size, at, at+int64(i),
+		got[i:min(i+40, len(got))], want[i:min(i+40, len(want))])
+}
+
+// v24OpenTxn opens the log w wrote in dir read-only at isolation level
+// iso, and returns its partition's rendering as the model says a view
+// shows it.
+func v24OpenTxn(t *testing.T, w *txnWriter, dir string, iso Isolation) (*Log, *Partition, []byte, []v24Span) {
+	t.Helper()
+	l := openLog(t, dir, Options{ReadOnly: true, Isolation: iso})
+	p, err := l.Partition("tx", 0)
+	require.NoError(t, err)
+	want, spans := v24Spans(t, p, w.shown(iso, w.m.lso(p.EndOffset())))
+	return l, p, want, spans
+}
+
+// v24Condemned makes a partition of n appends (batch(i) each) over several
+// segments, which retention condemns all but the active one of, and
+// returns it with its rendering.
+func v24Condemned(t *testing.T, n int, batch func(i int) []Record) (*Log, *Partition, []byte, []v24Span) {
+	t.Helper()
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, small("segment.bytes=600000", "retention.bytes=0", "retention.ms=-1", "file.delete.delay.ms=0"))
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	for i := 0; i < n; i++ {
+		_, err = p.Append(batch(i))
+		require.NoError(t, err)
+	}
+	require.Greater(t, len(p.segments()), 3)
+	want, spans := v24Spans(t, p, func(record.Offset) bool { return true })
+	return l, p, want, spans
+}
+
+// v24ReadToEnd reads v from at on in reads of random sizes until the end
+// or ErrDeleted (retention deleted what came next), checking each read's
+// bytes against want and calling each, if not nil, after it. It returns
+// where the reads stopped.
+func v24ReadToEnd(t *testing.T, v *View, want []byte, at int64, rng *rand.Rand, what string, each func()) int64 {
+	t.Helper()
+	for {
+		buf := make([]byte, 1+rng.Intn(300000))
+		n, err := v.ReadAt(buf, at)
+		end := min(at+int64(len(buf)), int64(len(want)))
+		require.LessOrEqual(t, at+int64(n), end, what)
+		require.True(t, bytes.Equal(want[at:at+int64(n)], buf[:n]), "%s: read at %d", what, at)
+		if each != nil {
+			each()
+		}
+		at += int64(n)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				require.ErrorIs(t, err, ErrDeleted)
+			}
+			return at
+		}
+	}
+}
+
 // Retention deletes segments while view A, which read up to a big batch
 // another view marked, holds them: A reads on, from the marks or not, and
 // what it serves before it ends (at the end, or at ErrDeleted) is the
@@ -530,16 +579,9 @@ func TestView24ViewsInTurnRandom(t *testing.T) {
 func TestView24MarkedThenRetention(t *testing.T) {
 	rng := rand.New(rand.NewSource(advSeed(2405)))
 	for round := 0; round < 4; round++ {
-		l := openLog(t, t.TempDir(), Options{})
-		top, err := l.CreateTopic("t", 1, small("segment.bytes=600000", "retention.bytes=0", "retention.ms=-1", "file.delete.delay.ms=0"))
-		require.NoError(t, err)
-		p, _ := top.Partition(0)
-		for i := 0; i < 10; i++ {
-			_, err = p.Append(v24Records(v24Big(rng, fmt.Sprint("r", round, "b", i), 300+rng.Intn(400))))
-			require.NoError(t, err)
-		}
-		require.Greater(t, len(p.segments()), 3)
-		want, spans := v24Spans(t, p, func(record.Offset) bool { return true })
+		l, p, want, spans := v24Condemned(t, 10, func(i int) []Record {
+			return v24Records(v24Big(rng, fmt.Sprint("r", round, "b", i), 300+rng.Intn(400)))
+		})
 		k := 1 + rng.Intn(len(spans)-2)
 		sp := spans[k]
 		a, err := p.NewView(Values, 0)
@@ -554,20 +596,7 @@ func TestView24MarkedThenRetention(t *testing.T) {
 		require.NoError(t, b.Close())
 		_, err = l.EnforceRetention()
 		require.NoError(t, err)
-		for {
-			buf := make([]byte, 1+rng.Intn(300000))
-			n, err := a.ReadAt(buf, at)
-			end := min(at+int64(len(buf)), int64(len(want)))
-			require.LessOrEqual(t, at+int64(n), end)
-			require.True(t, bytes.Equal(want[at:at+int64(n)], buf[:n]), "round %d: read at %d", round, at)
-			at += int64(n)
-			if err != nil {
-				if !errors.Is(err, io.EOF) {
-					require.ErrorIs(t, err, ErrDeleted)
-				}
-				break
-			}
-		}
+		at = v24ReadToEnd(t, a, want, at, rng, fmt.Sprint("round ", round), nil)
 		require.GreaterOrEqual(t, at, sp.end, "round %d: A read on through the marked batch", round)
 		require.NoError(t, a.Close())
 		require.NoError(t, l.Close())

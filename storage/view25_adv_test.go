@@ -97,14 +97,7 @@ func v25Read(t testing.TB, v *View, want []byte, at int64, size int, chunkMax in
 	if err != nil && end-at == int64(size) {
 		t.Fatalf("%s: read %d at %d: a full read with %v", what, size, at, err)
 	}
-	if !bytes.Equal(want[at:end], b[:n]) {
-		i := 0
-		for i < n && want[at+int64(i)] == b[i] {
-			i++
-		}
-		t.Fatalf("%s: read %d at %d: first wrong byte at %d: got %q, want %q", what, size, at, at+int64(i),
-			b[i:min(i+40, n)], want[at+int64(i):min(at+int64(i)+40, end)])
-	}
+	v24RequireBytes(t, what, size, at, want[at:end], b[:n])
 	v25Check(t, v, chunkMax, what)
 	return at + int64(n)
 }
@@ -450,21 +443,7 @@ func TestView25Txn(t *testing.T) {
 	require.NoError(t, w.p.Close())
 	for _, iso := range []Isolation{ReadCommitted, ReadUncommitted} {
 		t.Run(iso.String(), func(t *testing.T) {
-			l := openLog(t, dir, Options{ReadOnly: true, Isolation: iso})
-			p, err := l.Partition("tx", 0)
-			require.NoError(t, err)
-			lso := w.m.lso(p.EndOffset())
-			visible := map[record.Offset]bool{}
-			for _, wr := range w.m.writes {
-				if iso == ReadUncommitted || w.m.shows(wr, lso) {
-					for off := wr.base; off <= wr.last; off++ {
-						visible[off] = true
-					}
-				}
-			}
-			want, spans := v24Spans(t, p, func(o record.Offset) bool {
-				return visible[o] && (iso == ReadUncommitted || o < lso)
-			})
+			l, p, want, spans := v24OpenTxn(t, w, dir, iso)
 			if !raceEnabled {
 				require.Equal(t, string(w.expected(t, p, Values, iso, 0)), string(want))
 			}
@@ -506,8 +485,9 @@ func TestView25Txn(t *testing.T) {
 				v24DropMarks(p)
 				var vs [2]*View
 				for k := range vs {
-					vs[k], err = p.NewView(Values, 0)
+					v, err := p.NewView(Values, 0)
 					require.NoError(t, err)
+					vs[k] = v
 				}
 				for off := int64(0); off < int64(len(want)); off += 2 * int64(req) {
 					if off+int64(req) < int64(len(want)) {
@@ -683,15 +663,9 @@ func TestView25Concurrent(t *testing.T) {
 				at := sp.start + rng.Int63n(sp.end-sp.start)
 				for j := 0; j < 4 && at < int64(len(want)); j++ {
 					size := []int{1, 4096, 131073, 1 << 20, 1 + rng.Intn(300000)}[rng.Intn(5)]
-					b := make([]byte, size)
-					n, err := v.ReadAt(b, at)
-					if err != nil && !errors.Is(err, io.EOF) {
-						errs <- err
-						return
-					}
-					end := min(at+int64(size), int64(len(want)))
-					if int64(n) != end-at || !bytes.Equal(want[at:end], b[:n]) {
-						errs <- fmt.Errorf("round %d: read %d at %d: %d bytes, not the rendering's %d", round, size, at, n, end-at)
+					end, err := v25ReadRight(v, want, at, size)
+					if err != nil {
+						errs <- fmt.Errorf("round %d: %w", round, err)
 						return
 					}
 					v.mu.Lock()
@@ -745,15 +719,9 @@ func TestView25Concurrent(t *testing.T) {
 				go func(k int, at int64) {
 					defer wg.Done()
 					v := views[perm[k]]
-					b := make([]byte, req)
-					n, err := v.ReadAt(b, at)
-					if err != nil && !errors.Is(err, io.EOF) {
-						errs <- err
-						return
-					}
-					end := min(at+int64(req), int64(len(want)))
-					if int64(n) != end-at || !bytes.Equal(want[at:end], b[:n]) {
-						errs <- fmt.Errorf("round %d req %d: read at %d: %d bytes, not the rendering's %d", round, req, at, n, end-at)
+					end, err := v25ReadRight(v, want, at, req)
+					if err != nil {
+						errs <- fmt.Errorf("round %d: %w", round, err)
 						return
 					}
 					ends[perm[k]] = end
@@ -772,6 +740,22 @@ func TestView25Concurrent(t *testing.T) {
 	}
 }
 
+// v25ReadRight reads size bytes at at from v, from a goroutine of a test,
+// and returns where the read ended, or an error when it failed or served
+// other bytes than want's.
+func v25ReadRight(v *View, want []byte, at int64, size int) (int64, error) {
+	b := make([]byte, size)
+	n, err := v.ReadAt(b, at)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	end := min(at+int64(size), int64(len(want)))
+	if int64(n) != end-at || !bytes.Equal(want[at:end], b[:n]) {
+		return 0, fmt.Errorf("read %d at %d: %d bytes, not the rendering's %d", size, at, n, end-at)
+	}
+	return end, nil
+}
+
 // Retention deletes segments while view A holds a cut inside a big batch
 // it marked (a read that ended inside it, or one that started inside it
 // and ended at its record's end): A reads on right, to the end or to
@@ -779,16 +763,9 @@ func TestView25Concurrent(t *testing.T) {
 func TestView25CutThenRetention(t *testing.T) {
 	rng := rand.New(rand.NewSource(advSeed(2508)))
 	for round := 0; round < 4; round++ {
-		l := openLog(t, t.TempDir(), Options{})
-		top, err := l.CreateTopic("t", 1, small("segment.bytes=600000", "retention.bytes=0", "retention.ms=-1", "file.delete.delay.ms=0"))
-		require.NoError(t, err)
-		p, _ := top.Partition(0)
-		for i := 0; i < 8; i++ {
-			_, err = p.Append(v25Recs(rng, fmt.Sprint("r", round, "b", i), 100+rng.Intn(300), 200<<10+rng.Intn(300<<10)))
-			require.NoError(t, err)
-		}
-		require.Greater(t, len(p.segments()), 3)
-		want, spans := v24Spans(t, p, func(record.Offset) bool { return true })
+		l, p, want, spans := v24Condemned(t, 8, func(i int) []Record {
+			return v25Recs(rng, fmt.Sprint("r", round, "b", i), 100+rng.Intn(300), 200<<10+rng.Intn(300<<10))
+		})
 		sp := spans[1+rng.Intn(len(spans)-2)]
 		require.True(t, sp.big)
 		a, err := p.NewView(Values, 0)
@@ -808,21 +785,7 @@ func TestView25CutThenRetention(t *testing.T) {
 		}
 		_, err = l.EnforceRetention()
 		require.NoError(t, err)
-		for {
-			buf := make([]byte, 1+rng.Intn(300000))
-			n, err := a.ReadAt(buf, at)
-			end := min(at+int64(len(buf)), int64(len(want)))
-			require.LessOrEqual(t, at+int64(n), end, what)
-			require.True(t, bytes.Equal(want[at:at+int64(n)], buf[:n]), "%s: read at %d", what, at)
-			v25Check(t, a, v25ChunkMax, what)
-			at += int64(n)
-			if err != nil {
-				if !errors.Is(err, io.EOF) {
-					require.ErrorIs(t, err, ErrDeleted)
-				}
-				break
-			}
-		}
+		at = v24ReadToEnd(t, a, want, at, rng, what, func() { v25Check(t, a, v25ChunkMax, what) })
 		require.GreaterOrEqual(t, at, sp.end, "%s: A read on through the batch", what)
 		require.NoError(t, a.Close())
 	}
