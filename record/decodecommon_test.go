@@ -183,18 +183,12 @@ func madeRecord(rng *rand.Rand) []byte {
 		return v
 	}
 	put := func(b []byte, v int64) []byte {
-		ux := uint64(v) << 1
-		if v < 0 {
-			ux = ^ux
-		}
-		for ux >= 0x80 {
-			b = append(b, byte(ux)|0x80)
-			ux >>= 7
-		}
+		b = appendVarint(b, v)
 		if rng.IntN(8) == 0 {
-			return append(b, byte(ux)|0x80, 0) // padded: a longer form of the same value
+			b[len(b)-1] |= 0x80
+			return append(b, 0) // padded: a longer form of the same value
 		}
-		return append(b, byte(ux))
+		return b
 	}
 	field := func(b []byte) []byte {
 		switch rng.IntN(6) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -628,17 +629,7 @@ func TestView24ViewsInTurnConcurrent(t *testing.T) {
 			require.NoError(t, err)
 		}
 		for off := int64(0); off < int64(len(want)); off += int64(inFlight * req) {
-			// request k goes to the view whose last read ended where it
-			// starts, if any (the one before it, as the kernel's
-			// read-ahead goes on), else in order
-			perm := rng.Perm(inFlight)
-			for k := 0; k < inFlight; k++ {
-				for j := range views {
-					if ends[j] == off+int64(k*req) {
-						perm[k], perm[slicesIndex(perm, j)] = j, perm[k]
-					}
-				}
-			}
+			perm := v24Assign(rng, ends, off, req)
 			errs := make(chan error, inFlight)
 			for k := 0; k < inFlight; k++ {
 				go func(k int) {
@@ -647,19 +638,12 @@ func TestView24ViewsInTurnConcurrent(t *testing.T) {
 						errs <- nil
 						return
 					}
-					v := views[perm[k]]
-					b := make([]byte, req)
-					n, err := v.ReadAt(b, at)
-					if err != nil && !errors.Is(err, io.EOF) {
-						errs <- err
+					end, err := v24ReadRight(views[perm[k]], want, at, req)
+					if err != nil {
+						errs <- fmt.Errorf("round %d req %d: %w", round, req, err)
 						return
 					}
-					end := min(at+int64(req), int64(len(want)))
-					if !bytes.Equal(want[at:end], b[:n]) {
-						errs <- fmt.Errorf("round %d req %d: read at %d: %d bytes, not the rendering's %d", round, req, at, n, end-at)
-						return
-					}
-					ends[perm[k]] = at + int64(n)
+					ends[perm[k]] = end
 					errs <- nil
 				}(k)
 			}
@@ -673,13 +657,36 @@ func TestView24ViewsInTurnConcurrent(t *testing.T) {
 	}
 }
 
-func slicesIndex(s []int, v int) int {
-	for i, x := range s {
-		if x == v {
-			return i
+// v24Assign gives each of len(ends) requests in flight, of req bytes from
+// off on, one of the views (their indexes, in request order): the view
+// whose last read ended where the request starts, if any (the one before
+// it, as the kernel's read-ahead goes on), else one at random.
+func v24Assign(rng *rand.Rand, ends []int64, off int64, req int) []int {
+	perm := rng.Perm(len(ends))
+	for k := range perm {
+		for j := range ends {
+			if ends[j] == off+int64(k*req) {
+				perm[k], perm[slices.Index(perm, j)] = j, perm[k]
+			}
 		}
 	}
-	return -1
+	return perm
+}
+
+// v24ReadRight reads size bytes at at from v, from a goroutine of a test,
+// and returns where the read ended, or an error when it failed or served
+// other bytes than want's.
+func v24ReadRight(v *View, want []byte, at int64, size int) (int64, error) {
+	b := make([]byte, size)
+	n, err := v.ReadAt(b, at)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	end := min(at+int64(size), int64(len(want)))
+	if int64(n) != end-at || !bytes.Equal(want[at:end], b[:n]) {
+		return 0, fmt.Errorf("read %d at %d: %d bytes, not the rendering's %d", size, at, n, end-at)
+	}
+	return end, nil
 }
 
 // Views from offsets (inside big batches, at their starts, in small

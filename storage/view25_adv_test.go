@@ -663,7 +663,7 @@ func TestView25Concurrent(t *testing.T) {
 				at := sp.start + rng.Int63n(sp.end-sp.start)
 				for j := 0; j < 4 && at < int64(len(want)); j++ {
 					size := []int{1, 4096, 131073, 1 << 20, 1 + rng.Intn(300000)}[rng.Intn(5)]
-					end, err := v25ReadRight(v, want, at, size)
+					end, err := v24ReadRight(v, want, at, size)
 					if err != nil {
 						errs <- fmt.Errorf("round %d: %w", round, err)
 						return
@@ -700,14 +700,7 @@ func TestView25Concurrent(t *testing.T) {
 			ends[k] = -1
 		}
 		for off := int64(0); off < int64(len(want)); off += int64(inFlight * req) {
-			perm := rng.Perm(inFlight)
-			for k := 0; k < inFlight; k++ {
-				for j := range views {
-					if ends[j] == off+int64(k*req) {
-						perm[k], perm[slicesIndex(perm, j)] = j, perm[k]
-					}
-				}
-			}
+			perm := v24Assign(rng, ends, off, req)
 			var wg sync.WaitGroup
 			errs := make(chan error, inFlight)
 			for k := 0; k < inFlight; k++ {
@@ -719,7 +712,7 @@ func TestView25Concurrent(t *testing.T) {
 				go func(k int, at int64) {
 					defer wg.Done()
 					v := views[perm[k]]
-					end, err := v25ReadRight(v, want, at, req)
+					end, err := v24ReadRight(v, want, at, req)
 					if err != nil {
 						errs <- fmt.Errorf("round %d: %w", round, err)
 						return
@@ -738,22 +731,6 @@ func TestView25Concurrent(t *testing.T) {
 			require.NoError(t, v.Close())
 		}
 	}
-}
-
-// v25ReadRight reads size bytes at at from v, from a goroutine of a test,
-// and returns where the read ended, or an error when it failed or served
-// other bytes than want's.
-func v25ReadRight(v *View, want []byte, at int64, size int) (int64, error) {
-	b := make([]byte, size)
-	n, err := v.ReadAt(b, at)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return 0, err
-	}
-	end := min(at+int64(size), int64(len(want)))
-	if int64(n) != end-at || !bytes.Equal(want[at:end], b[:n]) {
-		return 0, fmt.Errorf("read %d at %d: %d bytes, not the rendering's %d", size, at, n, end-at)
-	}
-	return end, nil
 }
 
 // Retention deletes segments while view A holds a cut inside a big batch
