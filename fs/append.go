@@ -261,6 +261,7 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 // the check of its size.
 func (h *appendHandle) frame(firstLine, complete []byte, end int, cfg *storage.Config) (recs []storage.Record, ends []int, bad int, err error) {
 	recs, ends = h.recs[:0], h.ends[:0]
+	fit := cfg.SureFit()
 	line := firstLine
 	for i := 0; ; i++ {
 		if h.n.jsonl {
@@ -274,8 +275,10 @@ func (h *appendHandle) frame(firstLine, complete []byte, end int, cfg *storage.C
 			}
 		} else {
 			recs = append(recs, storage.Record{Value: line})
-			if err := cfg.CheckRecord(&recs[len(recs)-1]); err != nil {
-				return recs[:len(recs)-1], ends, i, err
+			if len(line) > fit {
+				if err := cfg.CheckRecord(&recs[len(recs)-1]); err != nil {
+					return recs[:len(recs)-1], ends, i, err
+				}
 			}
 			ends = append(ends, end)
 		}

@@ -80,6 +80,42 @@ func (b *Builder) Append(ts int64, key, value []byte, headers []Header) {
 	b.AppendAt(delta, ts, key, value, headers)
 }
 
+// AppendValue adds a record with no key and no headers at the next offset
+// delta, as Append(ts, nil, value, nil) does: the records of an append
+// file's lines and of logfs produce, ten thousand to a 1 MiB write of
+// 100-byte values. It sizes and writes the record's framing in place,
+// without Append's general sizing of every field.
+func (b *Builder) AppendValue(ts int64, value []byte) {
+	if len(b.buf) == 0 {
+		b.Reset()
+	}
+	delta := b.count
+	if b.count == 0 {
+		b.baseTS = ts
+	} else {
+		delta = b.lastDelta + 1
+	}
+	b.maxTS = max(b.maxTS, ts)
+	tsDelta := ts - b.baseTS
+	vlen := int64(len(value))
+	if value == nil {
+		vlen = -1
+	}
+	// attributes, the deltas, a null key, the value, no headers
+	n := 1 + varintLen(tsDelta) + varintLen(int64(delta)) + 1 + varintLen(vlen) + len(value) + 1
+	buf := slices.Grow(b.buf, binary.MaxVarintLen64+n)
+	buf = appendVarint(buf, int64(n))
+	buf = append(buf, 0)
+	buf = appendVarint(buf, tsDelta)
+	buf = appendVarint(buf, int64(delta))
+	buf = append(buf, 1) // -1, zigzagged
+	buf = appendVarint(buf, vlen)
+	buf = append(buf, value...)
+	b.buf = append(buf, 0)
+	b.count++
+	b.lastDelta = delta
+}
+
 // AppendAt adds a record at an explicit offset delta, which must be larger
 // than the previous one: compacted batches have gaps.
 func (b *Builder) AppendAt(offsetDelta int32, ts int64, key, value []byte, headers []Header) {

@@ -32,8 +32,13 @@ func (p *Partition) Append(recs []Record) (record.Offset, error) {
 		return p.EndOffset(), nil
 	}
 	cfg := p.topic.Config()
+	fit := cfg.SureFit()
 	for i := range recs {
-		if err := cfg.CheckRecord(&recs[i]); err != nil {
+		r := &recs[i]
+		if len(r.Headers) == 0 && len(r.Key)+len(r.Value) <= fit {
+			continue
+		}
+		if err := cfg.CheckRecord(r); err != nil {
 			return 0, fmt.Errorf("record %d: %w", i, err)
 		}
 	}
@@ -67,7 +72,11 @@ func (p *Partition) Append(recs []Record) (record.Offset, error) {
 			if ts == 0 {
 				ts = nowMs
 			}
-			b.Append(ts, r.Key, r.Value, r.Headers)
+			if r.Key == nil && r.Headers == nil {
+				b.AppendValue(ts, r.Value)
+			} else {
+				b.Append(ts, r.Key, r.Value, r.Headers)
+			}
 			size += rs
 			rendered += int64(len(r.Value)) + 1
 		}
