@@ -102,7 +102,8 @@ type appendHandle struct {
 	dropping bool             // GUARDED_BY(mu): refusing the rest of an oversized line
 	refused  []byte           // GUARDED_BY(mu): the end of a refused line, through its newline
 	whyNot   error            // GUARDED_BY(mu): why that line was refused
-	recs     []storage.Record // GUARDED_BY(mu): scratch
+	recs     []storage.Record // GUARDED_BY(mu): scratch of append.jsonl
+	values   [][]byte         // GUARDED_BY(mu): scratch of append
 	ends     []int            // GUARDED_BY(mu): scratch
 }
 
@@ -215,8 +216,7 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 	} else {
 		firstLine = complete[:first]
 	}
-	recs, ends, bad, err := h.frame(firstLine, complete, first+1, &cfg)
-	h.recs, h.ends = recs[:0], ends[:0]
+	n, bad, err := h.frame(firstLine, complete, first+1, &cfg)
 	if err != nil {
 		if bad == 0 && len(h.partial) > 0 {
 			// The bad line began in an earlier write: drop it all, and
@@ -226,16 +226,21 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 		}
 		return 0, err
 	}
-	done, err := h.n.ps.appendRecords(ctx, recs)
+	var done int
+	if h.n.jsonl {
+		done, err = h.n.ps.appendRecords(ctx, h.recs[:n])
+	} else {
+		done, err = h.n.ps.appendValues(ctx, h.values[:n])
+	}
 	if err != nil {
 		return 0, err
 	}
-	if done < len(recs) {
+	if done < n {
 		// A cluster appended the first lines and failed a later batch:
 		// the write is short, and the writer sends the rest again.
 		h.clearPartial()
 		h.n.ps.invalidate()
-		return ends[done-1], nil
+		return h.ends[done-1], nil
 	}
 	if len(tail) == 0 {
 		h.clearPartial()
@@ -251,39 +256,40 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 }
 
 // frame turns lines into records: firstLine, which ends at byte end of
-// complete, then each line of complete after it. It returns the records
-// and where in complete each one's line ends, or the number of the first
-// line that cannot be a record (bad) and why. The records alias the
-// lines, and recs and ends reuse the handle's scratch slices.
+// complete, then each line of complete after it. It puts them in the
+// handle's scratch, h.values for append (each line is a value) and h.recs
+// for append.jsonl, with where in complete each one's line ends in
+// h.ends, and returns how many there are; or the number of the first line
+// that cannot be a record (bad) and why. The records alias the lines.
 //
 // A 1 MiB write of 100-byte lines is ten thousand of them: a line of the
-// append file becomes its record in place, with no call or copy beyond
-// the check of its size.
-func (h *appendHandle) frame(firstLine, complete []byte, end int, cfg *storage.Config) (recs []storage.Record, ends []int, bad int, err error) {
-	recs, ends = h.recs[:0], h.ends[:0]
+// append file becomes its value in place, with no call or copy beyond the
+// check of its size.
+func (h *appendHandle) frame(firstLine, complete []byte, end int, cfg *storage.Config) (n, bad int, err error) {
+	h.recs, h.values, h.ends = h.recs[:0], h.values[:0], h.ends[:0]
 	fit := cfg.SureFit()
 	line := firstLine
 	for i := 0; ; i++ {
 		if h.n.jsonl {
 			r, skip, err := h.record(line, *cfg)
 			if err != nil {
-				return recs, ends, i, err
+				return 0, i, err
 			}
 			if !skip {
-				recs = append(recs, r)
-				ends = append(ends, end)
+				h.recs = append(h.recs, r)
+				h.ends = append(h.ends, end)
 			}
 		} else {
-			recs = append(recs, storage.Record{Value: line})
 			if len(line) > fit {
-				if err := cfg.CheckRecord(&recs[len(recs)-1]); err != nil {
-					return recs[:len(recs)-1], ends, i, err
+				if err := cfg.CheckRecord(&storage.Record{Value: line}); err != nil {
+					return 0, i, err
 				}
 			}
-			ends = append(ends, end)
+			h.values = append(h.values, line)
+			h.ends = append(h.ends, end)
 		}
 		if end == len(complete) {
-			return recs, ends, -1, nil
+			return len(h.ends), -1, nil
 		}
 		j := bytes.IndexByte(complete[end:], '\n')
 		line, end = complete[end:end+j], end+j+1

@@ -165,6 +165,22 @@ func (ps *partState) appendRecords(ctx context.Context, recs []storage.Record) (
 	return len(recs), nil
 }
 
+// appendValues is appendRecords of records with these values only, the
+// lines of an append file.
+func (ps *partState) appendValues(ctx context.Context, values [][]byte) (int, error) {
+	if c := ps.f.c; c != nil {
+		recs := make([]storage.Record, len(values))
+		for i, v := range values {
+			recs[i].Value = v
+		}
+		return c.Produce(ctx, ps.p, recs)
+	}
+	if _, err := ps.p.AppendValues(values); err != nil {
+		return 0, err
+	}
+	return len(values), nil
+}
+
 // syncAppends is fsync(2) of an append file: locally the partition's
 // records are made durable; on a cluster every append already returned
 // acknowledged by all in-sync replicas (acks=all), so there is nothing

@@ -86,19 +86,28 @@ func (w *faultWorkload) open() {
 	}
 }
 
-// appendOne appends a write of 1 to 40 records, up to 300 bytes each.
+// appendOne appends a write of 1 to 40 records, up to 300 bytes each,
+// with Append at even steps and AppendValues (an append file's) at odd.
 func (w *faultWorkload) appendOne(step int) {
 	w.t.Helper()
 	n := 1 + w.rng.IntN(40)
 	recs := make([]Record, n)
+	raw := make([][]byte, n)
 	vals := make([]string, n)
 	for i := range recs {
 		vals[i] = fmt.Sprintf("s%d-%d-%s", step, i, strings.Repeat("x", w.rng.IntN(300)))
 		recs[i] = Record{Value: []byte(vals[i])}
+		raw[i] = recs[i].Value
 	}
 	end := w.p.EndOffset()
 	require.Equal(w.t, record.Offset(len(w.model.values)), end, "step %d: the log end", step)
-	first, err := w.p.Append(recs)
+	var first record.Offset
+	var err error
+	if step%2 == 0 {
+		first, err = w.p.Append(recs)
+	} else {
+		first, err = w.p.AppendValues(raw)
+	}
 	if w.check(fmt.Sprintf("append at step %d", step), err) {
 		require.Equal(w.t, end, first)
 		w.model.values = append(w.model.values, vals...)
