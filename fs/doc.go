@@ -157,8 +157,8 @@
 // for a partial line. A write(2) arrives as one WRITE (the append files
 // use direct I/O, so the page cache does not re-chunk writes) of up to
 // MaxWrite bytes; its complete lines, the first joined to the partial line
-// the handle holds, go to the partition in one Partition.Append: one
-// batch, visible whole or not at all. The bytes after the last newline
+// the handle holds, go to the partition in one Partition.AppendValues
+// (Append for append.jsonl): one batch, visible whole or not at all. The bytes after the last newline
 // wait for the next write and are appended as a record when the file is
 // released (RELEASE, after the last close: shells dup2 and flush early,
 // so FLUSH means nothing). The kernel does not wait for RELEASE, so such a

@@ -18,7 +18,8 @@
 // # Segments
 //
 // A partition is a sorted list of segments; the last one takes appends.
-// An append (Partition.Append) is atomic: its records go down as one
+// An append (Partition.Append, or AppendValues for records that are a
+// value only) is atomic: its records go down as one
 // RecordBatch v2 (package record), or as several consecutive ones when one
 // would not fit max.message.bytes or segment.bytes, each written with one
 // pwrite at the end of the active .log, rolling as it must; readers see
