@@ -73,7 +73,7 @@ func (n *appendNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 // into records, one per '\n'-terminated line.
 //
 // Each write's complete lines (the first one joined to the partial line
-// left by earlier writes) go to the partition in one Append: one batch,
+// left by earlier writes) go to the partition in one append: one batch,
 // atomic. The bytes after the last newline wait in partial for the next
 // write, and are appended as a record of their own when the file is
 // released (not at FLUSH, which shells send early and per dup). A write
