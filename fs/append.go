@@ -145,18 +145,28 @@ func (h *appendHandle) Write(ctx context.Context, data []byte, off int64) (uint3
 	return uint32(n), 0
 }
 
-// config returns the topic's settings in force.
-func (h *appendHandle) config() storage.Config { return h.n.ps.p.Topic().Config() }
+// config returns the topic's settings in force for the records of this
+// file. Locally a record must fit max.message.bytes and segment.bytes
+// (storage.Config.RecordLimit); on a cluster the copy's segment.bytes
+// binds nothing (the cluster's segments take the records), and the
+// cluster's max.message.bytes, which the copy's topic has, does.
+func (h *appendHandle) config() storage.Config {
+	cfg := h.n.ps.p.Topic().Config()
+	if h.n.ps.f.c != nil {
+		cfg.SegmentBytes = 0 // does not count
+	}
+	return cfg
+}
 
 // tooLong reports whether a line already n bytes long can no longer become
-// a record under max.message.bytes, whatever follows. For values the line
-// is the value; a JSON line can encode a value in as little as a sixth of
-// its length (\u0000 escapes).
-func (h *appendHandle) tooLong(n int, maxMessage int64) bool {
+// a record under limit, whatever follows. For values the line is the
+// value; a JSON line can encode a value in as little as a sixth of its
+// length (\u0000 escapes).
+func (h *appendHandle) tooLong(n int, limit int64) bool {
 	if h.n.jsonl {
-		return int64(n) > 6*maxMessage+4096
+		return int64(n) > 6*limit+4096
 	}
-	return int64(record.HeaderSize+n) > maxMessage
+	return int64(record.HeaderSize+n) > limit
 }
 
 // write frames data and returns how many of its bytes were taken. On an
@@ -167,7 +177,7 @@ func (h *appendHandle) tooLong(n int, maxMessage int64) bool {
 // with EFBIG.
 func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 	cfg := h.config()
-	maxMessage := cfg.MaxMessageBytes
+	limit, setting := cfg.RecordLimit()
 	if h.refused != nil {
 		// The kernel may split the same bytes differently the second
 		// time: a first request shorter than them is refused too.
@@ -179,18 +189,18 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 	if h.dropping {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
-			return 0, fmt.Errorf("%w: more of a line over max.message.bytes (%d)", storage.ErrRecordTooLarge, maxMessage)
+			return 0, fmt.Errorf("%w: more of a line over %s (%d)", storage.ErrRecordTooLarge, setting, limit)
 		}
 		h.dropping = false
 		h.refused, h.whyNot = bytes.Clone(data[:i+1]), storage.ErrRecordTooLarge
-		return 0, fmt.Errorf("%w: the end of a line over max.message.bytes (%d), and the write that holds it", storage.ErrRecordTooLarge, maxMessage)
+		return 0, fmt.Errorf("%w: the end of a line over %s (%d), and the write that holds it", storage.ErrRecordTooLarge, setting, limit)
 	}
 	last := bytes.LastIndexByte(data, '\n')
 	if last < 0 {
-		if n := len(h.partial) + len(data); h.tooLong(n, maxMessage) {
+		if n := len(h.partial) + len(data); h.tooLong(n, limit) {
 			h.partial, h.dropping = nil, true
 			h.hold(0)
-			return 0, fmt.Errorf("%w: a line of more than %d bytes, over max.message.bytes (%d)", storage.ErrRecordTooLarge, n, maxMessage)
+			return 0, fmt.Errorf("%w: a line of more than %d bytes, over %s (%d)", storage.ErrRecordTooLarge, n, setting, limit)
 		}
 		if err := h.hold(len(h.partial) + len(data)); err != nil {
 			return 0, err
@@ -200,7 +210,7 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 	}
 	complete, tail := data[:last+1], data[last+1:]
 	taken := len(data)
-	if h.tooLong(len(tail), maxMessage) {
+	if h.tooLong(len(tail), limit) {
 		tail, taken = nil, last+1
 	}
 	if len(tail) > len(h.partial) && h.hold(len(tail)) != nil {

@@ -28,9 +28,9 @@ type Config struct {
 	FileDeleteDelayMs  int64 // file.delete.delay.ms: how long a deleted segment lingers (60000)
 }
 
-// CheckRecord applies max.message.bytes to one record: the batch holding it
-// alone must fit, as Kafka measures a batch. It returns an error wrapping
-// ErrRecordTooLarge, or nil.
+// CheckRecord applies max.message.bytes and segment.bytes to one record:
+// the batch holding it alone must fit both (RecordLimit), as Kafka measures
+// a batch. It returns an error wrapping ErrRecordTooLarge, or nil.
 //
 // A record without headers whose key and value leave room for the most
 // framing they can have fits whatever its exact size: that takes a
@@ -40,15 +40,29 @@ func (c Config) CheckRecord(r *Record) error {
 	if len(r.Headers) == 0 && len(r.Key)+len(r.Value) <= c.SureFit() {
 		return nil
 	}
-	return checkRecordSize(r, c.MaxMessageBytes)
+	limit, setting := c.RecordLimit()
+	return checkRecordSize(r, limit, setting)
+}
+
+// RecordLimit is the largest batch a record must fit in alone, and the
+// setting that says so: max.message.bytes, or segment.bytes when smaller,
+// as a batch never spans segments (Kafka refuses a batch larger than a
+// segment). A segment.bytes of 0 or less, in a Config made by hand, does
+// not count.
+func (c Config) RecordLimit() (int64, string) {
+	if c.SegmentBytes > 0 && c.SegmentBytes < c.MaxMessageBytes {
+		return c.SegmentBytes, "segment.bytes"
+	}
+	return c.MaxMessageBytes, "max.message.bytes"
 }
 
 // SureFit is the most bytes of key and value together that a record
 // without headers can hold and pass CheckRecord whatever its exact
 // framing: loops over thousands of records compare their lengths with it
 // and call CheckRecord only for those longer.
-func (c *Config) SureFit() int {
-	return int(c.MaxMessageBytes - (record.HeaderSize + maxFraming))
+func (c Config) SureFit() int {
+	limit, _ := c.RecordLimit()
+	return int(limit - (record.HeaderSize + maxFraming))
 }
 
 // maxFraming bounds what record.RecordSize(0, 0, key, value, nil) adds to
@@ -57,9 +71,9 @@ func (c *Config) SureFit() int {
 // int32) taking 5 bytes at most.
 const maxFraming = 5 + 1 + 1 + 1 + 5 + 5 + 1
 
-func checkRecordSize(r *Record, maxMessage int64) error {
-	if n := int64(record.HeaderSize + record.RecordSize(0, 0, r.Key, r.Value, r.Headers)); n > maxMessage {
-		return fmt.Errorf("%w: a record of %d bytes in a batch of its own, max.message.bytes is %d", ErrRecordTooLarge, n, maxMessage)
+func checkRecordSize(r *Record, limit int64, setting string) error {
+	if n := int64(record.HeaderSize + record.RecordSize(0, 0, r.Key, r.Value, r.Headers)); n > limit {
+		return fmt.Errorf("%w: a record of %d bytes in a batch of its own, %s is %d", ErrRecordTooLarge, n, setting, limit)
 	}
 	return nil
 }
