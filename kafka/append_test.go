@@ -210,3 +210,20 @@ func TestMountAppendCompression(t *testing.T) {
 	require.Equal(t, string(data), readFile(t, filepath.Join(mp2, "plain/0/offset/0")))
 	require.Equal(t, record.None, copyBatches(t, kc2, "plain", 0)[0].Attributes.Compression())
 }
+
+// The copy's segment.bytes limits nothing the mount appends to a cluster:
+// a line larger than a segment of the copy, well under the topic's
+// max.message.bytes, is produced. (The copy cannot hold that batch, and
+// says so in its log: its segments are 128 MiB unless a test makes them
+// small, as here.)
+func TestMountAppendLargerThanCopySegment(t *testing.T) {
+	c := fakeCluster(t, kfake.SeedTopics(1, "wide"))
+	_, mp := mounted(t, c, kafka.Options{CopySegmentBytes: 64 << 10}, fs.Options{})
+	line := strings.Repeat("w", 100<<10)
+	n, err := appendTo(filepath.Join(mp, "wide/0/append"), []byte(line+"\n"))
+	require.NoError(t, err)
+	require.Equal(t, len(line)+1, n)
+	got := consumeAll(t, c, "wide", 0, 1)
+	require.Len(t, got, 1)
+	require.Equal(t, line, string(got[0].Value))
+}
