@@ -35,8 +35,8 @@ func (p *Partition) Append(recs []Record) (record.Offset, error) {
 	fit := cfg.SureFit()
 	for i := range recs {
 		r := &recs[i]
-		if len(r.Headers) == 0 && len(r.Key)+len(r.Value) <= fit {
-			continue
+		if surelyFits(r, fit) {
+			continue // what CheckRecord would find first, without the call
 		}
 		if err := cfg.CheckRecord(r); err != nil {
 			return 0, fmt.Errorf("record %d: %w", i, err)

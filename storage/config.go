@@ -37,11 +37,17 @@ type Config struct {
 // comparison instead of sizing the record, for each of the ten thousand
 // lines of a 1 MiB write of 100-byte lines, twice.
 func (c Config) CheckRecord(r *Record) error {
-	if len(r.Headers) == 0 && len(r.Key)+len(r.Value) <= c.SureFit() {
+	if surelyFits(r, c.SureFit()) {
 		return nil
 	}
 	limit, setting := c.RecordLimit()
 	return checkRecordSize(r, limit, setting)
+}
+
+// surelyFits is CheckRecord's shortcut: r has no headers, and its key and
+// value together are at most fit, SureFit's figure.
+func surelyFits(r *Record, fit int) bool {
+	return len(r.Headers) == 0 && len(r.Key)+len(r.Value) <= fit
 }
 
 // RecordLimit is the largest batch a record must fit in alone, and the
