@@ -32,24 +32,6 @@ func longestLine26(maxMessage int64) int {
 // length and never holds a newline.
 func line26(n int, c byte) string { return strings.Repeat(string(c), n) }
 
-// values26 returns every value of p from offset from on, requiring each
-// to be non-null (a line is an empty value, never a null one).
-func values26(t *testing.T, p *storage.Partition, from record.Offset) []string {
-	t.Helper()
-	r, err := p.NewReader(from)
-	require.NoError(t, err)
-	defer r.Close()
-	out := []string{}
-	for {
-		rec, err := r.Next()
-		if err != nil {
-			return out
-		}
-		require.NotNil(t, rec.Value, "offset %d: a line is never a null value", rec.Offset)
-		out = append(out, string(rec.Value))
-	}
-}
-
 // TestAppend26LinesAtTheLimit writes lines to an append file at the edges
 // of a small max.message.bytes set on the topic: the lengths around
 // SureFit and the longest line that fits, in one write and split over
@@ -87,7 +69,7 @@ func TestAppend26LinesAtTheLimit(t *testing.T) {
 	}
 	check := func(what string) {
 		t.Helper()
-		require.Equal(t, want, values26(t, p, 0), what)
+		require.Equal(t, want, partitionValues(t, p), what)
 	}
 
 	// One write of lines at every edge that fits.
@@ -168,7 +150,7 @@ func TestAppend26LinesAtTheLimit(t *testing.T) {
 	want = append(want, line26(exact, 'E'))
 	check("the limit back")
 	require.NoError(t, f.Close())
-	for _, v := range values26(t, p, 0) {
+	for _, v := range partitionValues(t, p) {
 		require.NotContains(t, v, "X")
 		require.NotContains(t, v, "Y")
 		require.NotContains(t, v, "Q")
@@ -202,7 +184,7 @@ func TestAppend26DefaultLimitLines(t *testing.T) {
 	require.NoError(t, err)
 	want = append(want, "after")
 	require.NoError(t, f.Close())
-	got := values26(t, p, 0)
+	got := partitionValues(t, p)
 	require.Equal(t, len(want), len(got))
 	for i := range want {
 		require.True(t, bytes.Equal([]byte(want[i]), []byte(got[i])), "record %d: %d bytes, want %d", i, len(got[i]), len(want[i]))

@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,21 +22,24 @@ import (
 // line, the second its end.
 var oversized = strings.Repeat("y", 1_048_600)
 
-// partitionValues returns every value of p, in order.
+// partitionValues returns every value of p, in order. A read error fails
+// the test, and so does a null value: a line is an empty value, never a
+// null one.
 func partitionValues(t *testing.T, p *storage.Partition) []string {
 	t.Helper()
 	r, err := p.NewReader(p.StartOffset())
 	require.NoError(t, err)
 	defer r.Close()
-	var out []string
+	out := []string{}
 	for {
 		rec, err := r.Next()
-		if err != nil {
-			break
+		if errors.Is(err, io.EOF) {
+			return out
 		}
+		require.NoError(t, err)
+		require.NotNil(t, rec.Value, "offset %d: a line is never a null value", rec.Offset)
 		out = append(out, string(rec.Value))
 	}
-	return out
 }
 
 // requireNoFragment requires that no value of p holds a byte of the
