@@ -17,7 +17,10 @@ import (
 // byte, and mixed with records Append builds (keys, headers, gaps).
 func TestAppendValueMatchesAppend(t *testing.T) {
 	var lens []int
-	for _, edge := range []int{0, 63, 64, 8191, 8192, 1 << 20} {
+	// (Lengths around 2^20, where the value's length takes a fourth
+	// byte, are TestAppendValueAdvEdges's: here they would take most of
+	// the time.)
+	for _, edge := range []int{0, 63, 64, 8191, 8192} {
 		for d := -2; d <= 2; d++ {
 			if edge+d >= 0 {
 				lens = append(lens, edge+d)
@@ -32,16 +35,12 @@ func TestAppendValueMatchesAppend(t *testing.T) {
 		case 1:
 			return []byte{}
 		}
-		l := lens[rng.Intn(len(lens))]
-		if l > 1<<16 && rng.Intn(20) > 0 {
-			l -= 1 << 20 // a few big values: they take most of the time
-		}
-		v := make([]byte, max(l, 0))
+		v := make([]byte, lens[rng.Intn(len(lens))])
 		rng.Read(v)
 		return v
 	}
 	stamps := []int64{0, 1, -1, 63, 64, -65, 1 << 40, math.MaxInt64 / 4, -(math.MaxInt64 / 4)}
-	for round := 0; round < 200; round++ {
+	for round := 0; round < 60; round++ {
 		var want, got Builder
 		base := int64(1_700_000_000_000)
 		n := 1 + rng.Intn(300)
