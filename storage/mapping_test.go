@@ -183,7 +183,7 @@ func TestStreamingLeavesNothingMapped(t *testing.T) {
 	require.NoError(t, err)
 	p, _ := top.Partition(0)
 	v := bytes.Repeat([]byte("x"), 1000)
-	for i := 0; i < 8<<10; i++ {
+	for i := 0; i < 16<<10; i++ {
 		_, err := p.Append([]Record{{Value: v}})
 		require.NoError(t, err)
 	}
@@ -212,9 +212,15 @@ func TestStreamingLeavesNothingMapped(t *testing.T) {
 		require.NoError(t, err)
 	}
 	size := seg.size.Load()
-	require.Greater(t, size, int64(8<<20))
+	require.Greater(t, size, int64(16<<20))
+	// What the lookup and the reader's first reads touch through the
+	// mapping is a few hundred KiB; the kernel maps around each fault
+	// (64 KiB) and may map a large folio of the page cache whole (up to
+	// 2 MiB): one CI run found 2.4 MiB mapped here, which a 1 MiB bound
+	// failed. A quarter of the segment still tells a read of all of it
+	// through the mapping.
 	rss := mappedRSS(t, seg.logPath())
-	require.Less(t, rss, int64(1<<20), "%d of the segment's %d bytes left mapped", rss, size)
+	require.Less(t, rss, size/4, "%d of the segment's %d bytes left mapped", rss, size)
 }
 
 // A seek below a segment's base (a reader racing retention can land in
