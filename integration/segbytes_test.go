@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -48,4 +49,25 @@ func TestLineOverSegmentBytesIsRefusedAlone(t *testing.T) {
 	require.ErrorIs(t, write("b\n"+big+"\nc\n"), syscall.EFBIG)
 	require.NoError(t, write("ok3\n"))
 	require.Equal(t, []string{"a", "ok", "ok2", "ok3"}, partitionValues(t, p))
+}
+
+// The same through append.jsonl, whose lines are checked as records once
+// parsed: a value too big for segment.bytes, sent in pieces, is refused,
+// and the file goes on taking records.
+func TestJSONLineOverSegmentBytesIsRefusedAlone(t *testing.T) {
+	l, _ := newLog(t, nil)
+	p := newPartition(t, l, "j", storage.Overrides{"segment.bytes": 150})
+	mnt := mount(t, l, fs.Options{})
+	f, err := os.OpenFile(filepath.Join(part(mnt, "j", 0), "append.jsonl"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	write := func(s string) error {
+		_, err := f.Write([]byte(s))
+		return err
+	}
+	require.NoError(t, write(`{"value":"a"}`+"\n"))
+	require.NoError(t, write(`{"value":"`+strings.Repeat("x", 85)))
+	require.ErrorIs(t, write(`y"}`+"\n"), syscall.EFBIG)
+	require.NoError(t, write(`{"value":"ok"}`+"\n"))
+	require.Equal(t, []string{"a", "ok"}, partitionValues(t, p))
 }

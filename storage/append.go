@@ -108,7 +108,7 @@ func (p *Partition) AppendValues(values [][]byte) (record.Offset, error) {
 // empty, as many as fit a batch of limit bytes and at least one, and
 // returns the batch's Values rendering and whether records are left.
 func (p *Partition) appendBatches(cfg Config, fill func(b *record.Builder, limit, nowMs int64) (rendered int64, more bool)) (record.Offset, error) {
-	limit := min(cfg.MaxMessageBytes, cfg.SegmentBytes)
+	limit, _ := cfg.RecordLimit()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.writableLocked(); err != nil {
