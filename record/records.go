@@ -91,6 +91,39 @@ func (it *RecordIter) Next() bool {
 	return true
 }
 
+// AppendValues renders records from the next on into dst[n:], each as its
+// value and '\n' (a null value as an empty line), while they fit whole,
+// and returns where the rendering ends. It stops, leaving the record to
+// Next, at the end of the batch, at a record that does not fit, at one
+// that does not have the common shape (see decodeCommon) and, for
+// RecordsIn, at one the data does not hold whole: Next then decodes it,
+// refuses it or stops, as it would have. Each record it renders is
+// decoded and checked as Next would; what Record returns afterwards is
+// undefined until the next Next. It saves Next's calls and checks
+// between records: a 1 MiB batch of 100-byte values is ten thousand of
+// them, and rendering values is most of what a mount does.
+func (it *RecordIter) AppendValues(dst []byte, n int) int {
+	if it.err != nil {
+		return n
+	}
+	for it.read < it.h.RecordCount {
+		off := it.off
+		if !it.decodeCommon() {
+			break
+		}
+		v := it.rec.Value
+		if len(v) >= len(dst)-n {
+			it.off = off // does not fit: Next decodes it again
+			break
+		}
+		n += copy(dst[n:], v)
+		dst[n] = '\n'
+		n++
+		it.read++
+	}
+	return n
+}
+
 // Record returns the current record; see Record for how long it stays valid.
 func (it *RecordIter) Record() *Record { return &it.rec }
 

@@ -1074,6 +1074,9 @@ func (v *View) renderValues(b *record.Batch, vi *viewIndex, from int64, dst []by
 	}
 	cut := viewCut{index: -1} // where a batch being marked is cut
 	for {
+		if !marking && !spilled {
+			n = it.AppendValues(dst, n) // the records that fit, in one loop
+		}
 		off, index := it.Off(), it.Index()
 		if !it.Next() {
 			break
