@@ -124,6 +124,30 @@ func (it *RecordIter) AppendValues(dst []byte, n int) int {
 	return n
 }
 
+// SkipValues passes over the records AppendValues would render into max
+// bytes, without rendering them, and returns how many bytes they take:
+// what a reader that only counts values' bytes needs.
+func (it *RecordIter) SkipValues(max int64) int64 {
+	if it.err != nil {
+		return 0
+	}
+	var n int64
+	for it.read < it.h.RecordCount {
+		off := it.off
+		if !it.decodeCommon() {
+			break
+		}
+		size := int64(len(it.rec.Value)) + 1
+		if size > max-n {
+			it.off = off // does not fit: Next decodes it again
+			break
+		}
+		n += size
+		it.read++
+	}
+	return n
+}
+
 // Record returns the current record; see Record for how long it stays valid.
 func (it *RecordIter) Record() *Record { return &it.rec }
 

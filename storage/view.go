@@ -890,6 +890,14 @@ func (v *View) renderMarkInto(i int, m innerStart, local int64, dst []byte, mem 
 		n++
 		at += size
 		return n < len(dst)
+	}, func(it *record.RecordIter) bool {
+		if at < local {
+			return true // the record at local is rendered from inside it by fn
+		}
+		k := it.AppendValues(dst, n) // the records that fit, in one loop
+		at += int64(k - n)
+		n = k
+		return n < len(dst)
 	})
 	if err != nil {
 		return 0, err
@@ -948,7 +956,7 @@ func (v *View) renderInner(i int, ib *innerBatch, index int32, off int, at, loca
 		}
 		v.chunk = v.format.Append(v.chunk, r)
 		return chunkAt+int64(len(v.chunk))-local < int64(want)
-	})
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -1074,8 +1082,19 @@ func (v *View) renderValues(b *record.Batch, vi *viewIndex, from int64, dst []by
 	}
 	cut := viewCut{index: -1} // where a batch being marked is cut
 	for {
-		if !marking && !spilled {
+		switch {
+		case marking && cut.index >= 0:
+			m.skip(it.SkipValues(m.unmarked())) // counted only, as below
+		case spilled:
+		case !marking:
 			n = it.AppendValues(dst, n) // the records that fit, in one loop
+		default:
+			// The same, up to the next record that gets a mark, which
+			// Next and note below take.
+			lim := min(int64(len(dst)), int64(n)+m.unmarked())
+			k := it.AppendValues(dst[:lim], n)
+			m.skip(int64(k - n))
+			n = k
 		}
 		off, index := it.Off(), it.Index()
 		if !it.Next() {

@@ -469,7 +469,7 @@ func TestView23WalkMemMatchesLog(t *testing.T) {
 					index, off, err := lying.walk(s, src, m.index, int(m.off), func(r *record.Record) bool {
 						got = append(got, v23Rec{r.Offset, string(r.Key), string(r.Value)})
 						return stop < 0 || len(got) < stop
-					})
+					}, nil)
 					return got, index, off, err
 				}
 				what := fmt.Sprintf("%s: from record %d (byte %d), stopping after %d", kind, m.index, m.off, stop)

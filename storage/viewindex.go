@@ -462,7 +462,7 @@ func (v *viewIndex) renderedBeforeOnce(s *segment, off, limit record.Offset, sh 
 			k, scratch = v.format.Size(r, scratch)
 			n += k
 			return true
-		})
+		}, nil)
 		if err != nil {
 			return e.rendered - sh.hiddenBefore(e.pos), ib.pos, record.WithFile(err, s.logPath())
 		}

@@ -140,7 +140,11 @@ func (ib *innerBatch) span(off int, at, upto int64) int {
 // each until fn returns false or the batch ends. It returns where the
 // record after the last one fn got begins: its number and its place (on
 // an error, somewhere before the bad bytes: callers do not use it then).
-func (ib *innerBatch) walk(s *segment, src walkSource, index int32, off int, fn func(r *record.Record) bool) (int32, int, error) {
+//
+// fast, if not nil, is called before each record is decoded for fn, with
+// the iterator: it may take records itself (record.RecordIter.AppendValues)
+// and, like fn, returns false to stop the walk.
+func (ib *innerBatch) walk(s *segment, src walkSource, index int32, off int, fn func(r *record.Record) bool, fast func(it *record.RecordIter) bool) (int32, int, error) {
 	data := int(ib.h.Size()) - record.HeaderSize
 	w := innerWindow
 	if src.need > 0 {
@@ -163,7 +167,14 @@ func (ib *innerBatch) walk(s *segment, src walkSource, index int32, off int, fn 
 		}
 		it := record.RecordsIn(&ib.h, ib.pos, buf, index)
 		more := true
-		for more && it.Next() {
+		for more {
+			if fast != nil && !fast(&it) {
+				more = false
+				break
+			}
+			if !it.Next() {
+				break
+			}
 			more = fn(it.Record())
 		}
 		if err := it.Err(); err != nil {
@@ -218,6 +229,9 @@ func (v *viewIndex) markBatch(b *record.Batch, from int64, dec *record.Decoder) 
 	m := newMarker(b, from)
 	var scratch []byte
 	for {
+		if v.format == Values {
+			m.skip(it.SkipValues(m.unmarked())) // up to the next mark
+		}
 		off, index := it.Off(), it.Index()
 		if !it.Next() {
 			break
@@ -244,6 +258,16 @@ type marker struct {
 func newMarker(b *record.Batch, from int64) marker {
 	return marker{ib: &innerBatch{h: b.BatchHeader, pos: b.Pos}, at: from, last: from - innerStep}
 }
+
+// unmarked returns how many rendered bytes of records from here on note
+// can count (with skip) without a mark: those of records that end before
+// the next mark is due, at the first record to start past innerStep
+// after the last.
+func (m *marker) unmarked() int64 { return max(m.last+innerStep-m.at, 0) }
+
+// skip counts records of size rendered bytes in all that need no mark:
+// they end within unmarked.
+func (m *marker) skip(size int64) { m.at += size }
 
 // note counts the next record: it begins at byte off of the batch's
 // records, is number index, has offset offset, and renders as size bytes.
