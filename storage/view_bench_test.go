@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -416,5 +417,52 @@ func BenchmarkPreadByWriteSize(b *testing.B) {
 			b.ReportMetric(float64(big.Nanoseconds())/float64(b.N), "ns/read-1MiB-writes")
 			b.ReportMetric(float64(small)/float64(big), "x-1MiB-writes")
 		})
+	}
+}
+
+// BenchmarkViewIndexMemory reports the heap a log keeps once a view has
+// read a whole data set (batches of 64 records), per GB shown, in each
+// format: the view indexes, and the marks of big batches, that stay with
+// each segment until it is deleted or the log closes (README, Limits). The
+// data set is opened again read-only for each pass, so that its indexes
+// are built by the reading, as a mount of a data directory builds them.
+func BenchmarkViewIndexMemory(b *testing.B) {
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC() // and sync.Pool's victims
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	for _, size := range recordSizes {
+		for _, f := range []Format{Values, JSONL} {
+			b.Run(fmt.Sprintf("record=%dB/format=%v", size, f), func(b *testing.B) {
+				d := getDataset(b, size, 64)
+				buf := make([]byte, 1<<20)
+				var kept, shown int64
+				for i := 0; i < b.N; i++ {
+					l, err := Open(d.l.Dir(), Options{ReadOnly: true, Logger: testLogger(b), RetentionCheckInterval: -1})
+					require.NoError(b, err)
+					p, err := l.Partition("bench", 0)
+					require.NoError(b, err)
+					before := heap()
+					v, err := p.NewView(f, 0)
+					require.NoError(b, err)
+					for shown = 0; ; {
+						n, err := v.ReadAt(buf, shown)
+						shown += int64(n)
+						if err == io.EOF {
+							break
+						}
+						require.NoError(b, err)
+					}
+					require.NoError(b, v.Close())
+					kept = int64(heap()) - int64(before)
+					require.NoError(b, l.Close())
+				}
+				b.ReportMetric(float64(kept)/float64(shown)*1e3, "MB-kept/GB-shown")
+				b.ReportMetric(float64(kept)/1e6, "MB-kept")
+			})
+		}
 	}
 }
