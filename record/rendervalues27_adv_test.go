@@ -47,49 +47,18 @@ type markRender struct {
 	spilledFirst int // the first record's value that did not fit, its length
 }
 
-// renderMarkingByNext is storage's renderValues for a batch it marks, as
-// it was before AppendValues: Next and note for every record; after the
-// first record that does not fit, the rest only counted.
-func renderMarkingByNext(it RecordIter, dst []byte, step int64) markRender {
-	r := markRender{cutIndex: -1, spilledFirst: -1}
-	m := newMarkSim(step)
-	n, spilled := 0, false
-	for {
-		off, index := it.Off(), it.Index()
-		if !it.Next() {
-			break
-		}
-		rec := it.Record()
-		m.note(off, index, int64(len(rec.Value))+1)
-		if r.cutIndex >= 0 {
-			continue
-		}
-		if spilled || n+len(rec.Value)+1 > len(dst) {
-			spilled = true
-			r.spill(rec.Value)
-			if it.Index() < it.h.RecordCount {
-				r.cutIndex, r.cutOff = it.Index(), it.Off()
-			}
-			continue
-		}
-		n += copy(dst[n:], rec.Value)
-		dst[n] = '\n'
-		n++
-	}
-	r.dst, r.n = dst[:n], n
-	r.valuesRender = r.stopped(&it)
-	r.marks, r.to = m.marks, m.at
-	return r
-}
-
-// renderMarkingFast is the same as storage's renderValues does it now:
-// AppendValues up to the next mark's place, SkipValues after the cut.
-func renderMarkingFast(it RecordIter, dst []byte, step int64) markRender {
+// renderMarking is storage's renderValues for a batch it marks: with fast,
+// as it is now (AppendValues up to the next mark's place, SkipValues after
+// the cut, Next and note for the records in between); without, as it was
+// before AppendValues: Next and note for every record. After the first
+// record that does not fit, the rest are only counted.
+func renderMarking(it RecordIter, dst []byte, step int64, fast bool) markRender {
 	r := markRender{cutIndex: -1, spilledFirst: -1}
 	m := newMarkSim(step)
 	n, spilled := 0, false
 	for {
 		switch {
+		case !fast:
 		case r.cutIndex >= 0:
 			m.skip(it.SkipValues(m.unmarked()))
 		case spilled:
@@ -141,9 +110,9 @@ func (r markRender) diff(o markRender) string {
 	return ""
 }
 
-// sameMarkingRender fails unless renderMarkingFast makes what
-// renderMarkingByNext makes, for mark steps that fall on records' ends
-// and a byte either side, and buffers of every size that matters.
+// sameMarkingRender fails unless renderMarking makes the same with fast
+// as without, for mark steps that fall on records' ends and a byte either
+// side, and buffers of every size that matters.
 func sameMarkingRender(t *testing.T, it RecordIter, what string, rng *rand.Rand) {
 	t.Helper()
 	sizes := renderSizes(it, rng)
@@ -167,8 +136,8 @@ func sameMarkingRender(t *testing.T, it RecordIter, what string, rng *rand.Rand)
 			if len(sizes) > 40 && i >= 6 && i < len(sizes)-4 && rng.IntN(len(sizes)) >= 3 {
 				continue
 			}
-			want := renderMarkingByNext(it, b[:size], step)
-			if d := renderMarkingFast(it, a[:size], step).diff(want); d != "" {
+			want := renderMarking(it, b[:size], step, false)
+			if d := renderMarking(it, a[:size], step, true).diff(want); d != "" {
 				t.Fatalf("%s, marks every %d, %d-byte buffer: %s", what, step, size, d)
 			}
 		}
@@ -182,72 +151,16 @@ func sameMarkingRender(t *testing.T, it RecordIter, what string, rng *rand.Rand)
 // after a run of common records, and on made records of every edge.
 func TestMarkingRenderAsNext(t *testing.T) {
 	rng := rand.New(rand.NewPCG(27, 1))
-	var dec Decoder
-	for s, raw := range decodeSeeds(t) {
-		b, err := ParseBatch(raw, 0)
-		if err != nil {
-			t.Fatal(err)
+	counts := func(records int32) (int, int) {
+		if records > 1000 {
+			return 1, 3
 		}
-		it, err := dec.Records(&b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sameMarkingRender(t, it, fmt.Sprintf("seed %d", s), rng)
-
-		data := raw[HeaderSize:]
-		damaged := 40
-		if b.RecordCount > 1000 {
-			damaged = 1
-		}
-		for i := 0; i < damaged; i++ {
-			from := rng.IntN(len(data))
-			d := append(bytes.Clone(data[:from]), mutate(rng, data[from:min(from+64, len(data))])...)
-			d = append(d, data[min(from+64, len(data)):]...)
-			it := RecordIter{h: b.BatchHeader, data: d}
-			sameMarkingRender(t, it, fmt.Sprintf("seed %d damaged near %d", s, from), rng)
-		}
-
-		var starts []int
-		for it, _ := dec.Records(&b); ; {
-			starts = append(starts, it.Off())
-			if !it.Next() {
-				break
-			}
-		}
-		for i := 0; i < max(damaged, 3); i++ {
-			k := rng.IntN(len(starts))
-			rest := data[starts[k]:]
-			var cut int
-			switch i % 3 {
-			case 0: // between records
-				if k+1 < len(starts) {
-					cut = starts[min(k+1+rng.IntN(40), len(starts)-1)] - starts[k]
-				}
-			case 1: // a byte after a record's start
-				if k+1 < len(starts) {
-					cut = starts[min(k+1+rng.IntN(40), len(starts)-1)] - starts[k] + 1 + rng.IntN(2)
-				}
-			default:
-				cut = rng.IntN(len(rest) + 1)
-			}
-			cut = min(cut, len(rest))
-			it := RecordsIn(&b.BatchHeader, 0, rest[:cut:cut], int32(k))
-			sameMarkingRender(t, it, fmt.Sprintf("seed %d from record %d cut at %d", s, k, cut), rng)
-		}
+		return 40, 40
 	}
+	eachSeedIterator(t, rng, counts, func(it RecordIter, what string) { sameMarkingRender(t, it, what, rng) })
 	for round := 0; round < 150; round++ {
-		var data []byte
-		n := 1 + rng.IntN(8)
-		for k := n; k > 0; k-- {
-			data = append(data, madeRecord(rng)...)
-		}
-		lasts := []int32{-1, 0, 1, 63, 64, 8192, 1<<31 - 1}
-		h := BatchHeader{BaseOffset: 100, BaseTimestamp: 1_700_000_000_000, RecordCount: int32(n), LastOffsetDelta: lasts[rng.IntN(len(lasts))]}
-		if rng.IntN(3) == 0 {
-			h.RecordCount = int32(rng.IntN(n + 2))
-		}
-		it := RecordIter{h: h, data: data}
-		sameMarkingRender(t, it, fmt.Sprintf("made round %d", round), rng)
+		h, data := madeBatch(rng)
+		sameMarkingRender(t, RecordIter{h: h, data: data}, fmt.Sprintf("made round %d", round), rng)
 		cut := rng.IntN(len(data) + 1)
 		sameMarkingRender(t, RecordsIn(&h, 0, data[:cut:cut], 0), fmt.Sprintf("made round %d cut at %d", round, cut), rng)
 	}

@@ -13,7 +13,7 @@ import (
 // it put in dst, those of the records from the first that did not fit on
 // (their length and checksum), and where the iterator stopped, and why.
 type valuesRender struct {
-	dst     []byte // nil when not rendered (renderSkip)
+	dst     []byte // nil when not all rendered (skipAhead)
 	n       int    // the bytes rendered into dst
 	rest    int    // bytes of the records after it: how many,
 	restSum uint32 // and their CRC-32C
@@ -23,34 +23,17 @@ type valuesRender struct {
 	err     string
 }
 
-// renderByNext renders with Next alone: each record's value and '\n' into
-// dst while they fit, the rest after the first that does not into rest.
-func renderByNext(it RecordIter, dst []byte) valuesRender {
-	var r valuesRender
-	n, spilled := 0, false
-	for it.Next() {
-		rec := it.Record()
-		if spilled || n+len(rec.Value)+1 > len(dst) {
-			spilled = true
-			r.spill(rec.Value)
-			continue
-		}
-		n += copy(dst[n:], rec.Value)
-		dst[n] = '\n'
-		n++
-	}
-	r.dst, r.n = dst[:n], n
-	return r.stopped(&it)
-}
-
-// renderFast renders as storage's renderValues does: AppendValues for the
-// records that fit, Next for the one it leaves, again and again.
-func renderFast(it RecordIter, dst []byte) valuesRender {
+// renderValuesWith renders as storage's renderValues does: before each
+// Next, ahead (if not nil) takes the records that fit, then Next renders
+// the one it left, into dst while records fit, and the rest, from the
+// first that does not, are counted in rest. With ahead nil it is Next
+// alone, the reference.
+func renderValuesWith(it RecordIter, dst []byte, ahead func(it *RecordIter, dst []byte, n int) int) valuesRender {
 	var r valuesRender
 	n, spilled := 0, false
 	for {
-		if !spilled {
-			n = it.AppendValues(dst, n)
+		if ahead != nil && !spilled {
+			n = ahead(&it, dst, n)
 		}
 		if !it.Next() {
 			break
@@ -67,36 +50,18 @@ func renderFast(it RecordIter, dst []byte) valuesRender {
 	}
 	r.dst, r.n = dst[:n], n
 	return r.stopped(&it)
+}
+
+// appendAhead and skipAhead are the aheads of renderValuesWith: records
+// rendered by AppendValues, or counted by SkipValues (and then not in dst).
+func appendAhead(it *RecordIter, dst []byte, n int) int { return it.AppendValues(dst, n) }
+func skipAhead(it *RecordIter, dst []byte, n int) int {
+	return n + int(it.SkipValues(int64(len(dst)-n)))
 }
 
 func (r *valuesRender) spill(value []byte) {
 	r.rest += len(value) + 1
 	r.restSum = crc32.Update(crc32.Update(r.restSum, castagnoli, value), castagnoli, []byte{'\n'})
-}
-
-// renderSkip is renderFast counting with SkipValues instead of rendering
-// with AppendValues: its dst is nil, and n says how much it would have
-// rendered.
-func renderSkip(it RecordIter, dst []byte) valuesRender {
-	var r valuesRender
-	n, spilled := 0, false
-	for {
-		if !spilled {
-			n += int(it.SkipValues(int64(len(dst) - n)))
-		}
-		if !it.Next() {
-			break
-		}
-		rec := it.Record()
-		if spilled || n+len(rec.Value)+1 > len(dst) {
-			spilled = true
-			r.spill(rec.Value)
-			continue
-		}
-		n += len(rec.Value) + 1
-	}
-	r.n = n
-	return r.stopped(&it)
 }
 
 func (r valuesRender) stopped(it *RecordIter) valuesRender {
@@ -149,23 +114,24 @@ func sameValuesRender(t *testing.T, it RecordIter, what string, rng *rand.Rand) 
 	sizes := renderSizes(it, rng)
 	a, b := make([]byte, slices.Max(sizes)), make([]byte, slices.Max(sizes))
 	for _, size := range sizes {
-		want := renderByNext(it, b[:size])
-		if d := renderFast(it, a[:size]).diff(want); d != "" {
+		want := renderValuesWith(it, b[:size], nil)
+		if d := renderValuesWith(it, a[:size], appendAhead).diff(want); d != "" {
 			t.Fatalf("%s, %d-byte buffer: %s", what, size, d)
 		}
-		if d := renderSkip(it, a[:size]).diff(want); d != "" {
+		skipped := renderValuesWith(it, a[:size], skipAhead)
+		skipped.dst = nil // what SkipValues passed over is not in it
+		if d := skipped.diff(want); d != "" {
 			t.Fatalf("%s, %d-byte buffer, skipping: %s", what, size, d)
 		}
 	}
 }
 
-// TestAppendValuesRendersAsNext checks AppendValues against Next: on good
-// batches of every shape (null and empty values, keys, headers, three-byte
-// offset deltas), on damaged ones, where it must stop where Next fails and
-// with Next's error, and through RecordsIn with the data cut inside and
-// between records, from several records on.
-func TestAppendValuesRendersAsNext(t *testing.T) {
-	rng := rand.New(rand.NewPCG(26, 1))
+// eachSeedIterator calls check with iterators over the seed batches
+// (decodeSeeds), over damaged copies of them (damaged of each) and over
+// RecordsIn data from a record on, cut between records, a byte or two
+// into one, or anywhere (cuts of each, at least three).
+func eachSeedIterator(t *testing.T, rng *rand.Rand, counts func(records int32) (damaged, cuts int), check func(it RecordIter, what string)) {
+	t.Helper()
 	var dec Decoder
 	for s, raw := range decodeSeeds(t) {
 		b, err := ParseBatch(raw, 0)
@@ -176,19 +142,15 @@ func TestAppendValuesRendersAsNext(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameValuesRender(t, it, fmt.Sprintf("seed %d", s), rng)
+		check(it, fmt.Sprintf("seed %d", s))
 
 		data := raw[HeaderSize:]
-		damaged := 100
-		if b.RecordCount > 1000 {
-			damaged = 4
-		}
+		damaged, cuts := counts(b.RecordCount)
 		for i := 0; i < damaged; i++ {
 			from := rng.IntN(len(data))
 			d := append(bytes.Clone(data[:from]), mutate(rng, data[from:min(from+64, len(data))])...)
 			d = append(d, data[min(from+64, len(data)):]...)
-			it := RecordIter{h: b.BatchHeader, data: d}
-			sameValuesRender(t, it, fmt.Sprintf("seed %d damaged near %d", s, from), rng)
+			check(RecordIter{h: b.BatchHeader, data: d}, fmt.Sprintf("seed %d damaged near %d", s, from))
 		}
 
 		var starts []int
@@ -198,17 +160,49 @@ func TestAppendValuesRendersAsNext(t *testing.T) {
 				break
 			}
 		}
-		for i := 0; i < damaged/2; i++ {
+		for i := 0; i < max(cuts, 3); i++ {
 			k := rng.IntN(len(starts))
 			rest := data[starts[k]:]
 			cut := rng.IntN(len(rest) + 1)
-			if i%2 == 0 && k+1 < len(starts) {
-				cut = starts[min(k+1+rng.IntN(4), len(starts)-1)] - starts[k] // between records
+			if k+1 < len(starts) && i%3 < 2 {
+				cut = starts[min(k+1+rng.IntN(40), len(starts)-1)] - starts[k] // between records,
+				cut = min(cut+i%3*(1+rng.IntN(2)), len(rest))                  // or a byte or two after
 			}
-			it := RecordsIn(&b.BatchHeader, 0, rest[:cut:cut], int32(k))
-			sameValuesRender(t, it, fmt.Sprintf("seed %d from record %d cut at %d", s, k, cut), rng)
+			check(RecordsIn(&b.BatchHeader, 0, rest[:cut:cut], int32(k)), fmt.Sprintf("seed %d from record %d cut at %d", s, k, cut))
 		}
 	}
+}
+
+// madeBatch returns a batch's header and records built by madeRecord, the
+// record count sometimes fewer or more than there are.
+func madeBatch(rng *rand.Rand) (BatchHeader, []byte) {
+	var data []byte
+	n := 1 + rng.IntN(8)
+	for k := n; k > 0; k-- {
+		data = append(data, madeRecord(rng)...)
+	}
+	lasts := []int32{-1, 0, 1, 63, 64, 8192, 1<<31 - 1}
+	h := BatchHeader{BaseOffset: 100, BaseTimestamp: 1_700_000_000_000, RecordCount: int32(n), LastOffsetDelta: lasts[rng.IntN(len(lasts))]}
+	if rng.IntN(3) == 0 {
+		h.RecordCount = int32(rng.IntN(n + 2))
+	}
+	return h, data
+}
+
+// TestAppendValuesRendersAsNext checks AppendValues and SkipValues against
+// Next: on good batches of every shape (null and empty values, keys,
+// headers, three-byte offset deltas), on damaged ones, where they must
+// stop where Next fails and with Next's error, and through RecordsIn with
+// the data cut inside and between records, from several records on.
+func TestAppendValuesRendersAsNext(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 1))
+	counts := func(records int32) (int, int) {
+		if records > 1000 {
+			return 4, 2
+		}
+		return 100, 50
+	}
+	eachSeedIterator(t, rng, counts, func(it RecordIter, what string) { sameValuesRender(t, it, what, rng) })
 }
 
 // TestAppendValuesOnMadeRecords runs the same check on records built field
@@ -216,16 +210,7 @@ func TestAppendValuesRendersAsNext(t *testing.T) {
 func TestAppendValuesOnMadeRecords(t *testing.T) {
 	rng := rand.New(rand.NewPCG(26, 2))
 	for round := 0; round < 2000; round++ {
-		var data []byte
-		n := 1 + rng.IntN(8)
-		for k := n; k > 0; k-- {
-			data = append(data, madeRecord(rng)...)
-		}
-		lasts := []int32{-1, 0, 1, 63, 64, 8192, 1<<31 - 1}
-		h := BatchHeader{BaseOffset: 100, BaseTimestamp: 1_700_000_000_000, RecordCount: int32(n), LastOffsetDelta: lasts[rng.IntN(len(lasts))]}
-		if rng.IntN(3) == 0 {
-			h.RecordCount = int32(rng.IntN(n + 2)) // fewer or more than there are
-		}
+		h, data := madeBatch(rng)
 		sameValuesRender(t, RecordIter{h: h, data: data}, fmt.Sprintf("round %d", round), rng)
 	}
 }

@@ -436,16 +436,7 @@ func TestView23WalkMemMatchesLog(t *testing.T) {
 	require.NotNil(t, ib)
 	require.Greater(t, len(ib.marks), 4)
 	// Where each record starts.
-	var offs []int
-	it := record.RecordsIn(&good.BatchHeader, good.Pos, good.Bytes[record.HeaderSize:], 0)
-	for {
-		offs = append(offs, it.Off())
-		if !it.Next() {
-			break
-		}
-	}
-	require.NoError(t, it.Err())
-	offs = offs[:len(offs)-1]
+	offs := recordStarts(t, &good)
 	require.Len(t, offs, int(good.RecordCount))
 
 	data := int(good.Size()) - record.HeaderSize
@@ -555,15 +546,7 @@ func TestView23LyingBigBatchServesNothing(t *testing.T) {
 				}
 				r.Close()
 			}
-			var offs []int
-			it := record.RecordsIn(&bad.BatchHeader, bad.Pos, bad.Bytes[record.HeaderSize:], 0)
-			for {
-				offs = append(offs, it.Off())
-				if !it.Next() {
-					break
-				}
-			}
-			offs = offs[:len(offs)-1]
+			offs := recordStarts(t, &bad)
 			require.NoError(t, l.Close())
 			raw := v23Lie(t, bad, offs, kind)
 			f, err := os.OpenFile(seg.logPath(), os.O_WRONLY, 0)
@@ -625,18 +608,7 @@ func TestView23LyingBigBatchServesNothing(t *testing.T) {
 						// From each mark of the good batch before it to its end,
 						// and on.
 						if ibX != nil {
-							for _, m := range ibX.marks {
-								v, err := p.NewView(f, 0)
-								require.NoError(t, err)
-								b := make([]byte, ibX.to-m.at)
-								n, err := v.ReadAt(b, m.at)
-								require.NoError(t, err, what)
-								require.Equal(t, string(want[m.at:]), string(b[:n]), "%s: from mark at %d", what, m.at)
-								n, err = v.ReadAt(make([]byte, 10), ibX.to)
-								require.True(t, badData(err), "%s: after mark at %d: %d bytes, %v", what, m.at, n, err)
-								require.Zero(t, n)
-								require.NoError(t, v.Close())
-							}
+							readFromMarksToBadBatch(t, p, f, ibX, want, what)
 						}
 						for _, size := range []int{1000, 70000, 1 << 20} {
 							v, err := p.NewView(f, 0)
@@ -1104,3 +1076,38 @@ func TestView23FollowedTxnsWhileReading(t *testing.T) {
 }
 
 var _ = errors.Is
+
+// readFromMarksToBadBatch reads, on a new view of p in format f, from each
+// mark of ib to its end, which must render as want does there, and then
+// past it, where a bad batch follows: that read must fail with nothing.
+func readFromMarksToBadBatch(t *testing.T, p *Partition, f Format, ib *innerBatch, want []byte, what string) {
+	t.Helper()
+	for _, m := range ib.marks {
+		v, err := p.NewView(f, 0)
+		require.NoError(t, err)
+		b := make([]byte, ib.to-m.at)
+		n, err := v.ReadAt(b, m.at)
+		require.NoError(t, err, what)
+		require.Equal(t, string(want[m.at:]), string(b[:n]), "%s: from mark at %d", what, m.at)
+		n, err = v.ReadAt(make([]byte, 10), ib.to)
+		require.True(t, badData(err), "%s: after mark at %d: %d bytes, %v", what, m.at, n, err)
+		require.Zero(t, n)
+		require.NoError(t, v.Close())
+	}
+}
+
+// recordStarts returns where each record of the good batch b begins in its
+// records bytes.
+func recordStarts(t *testing.T, b *record.Batch) []int {
+	t.Helper()
+	var offs []int
+	it := record.RecordsIn(&b.BatchHeader, b.Pos, b.Bytes[record.HeaderSize:], 0)
+	for {
+		offs = append(offs, it.Off())
+		if !it.Next() {
+			break
+		}
+	}
+	require.NoError(t, it.Err())
+	return offs[:len(offs)-1]
+}

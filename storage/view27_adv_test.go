@@ -585,16 +585,7 @@ func TestView27LyingBatchAfterFastRuns(t *testing.T) {
 		bs := batchesOf(t, seg, true)
 		bad := bs[2]
 		require.Equal(t, l.starts[bad.BaseOffset], int64(prefix), what)
-		var offs []int
-		it := record.RecordsIn(&bad.BatchHeader, bad.Pos, bad.Bytes[record.HeaderSize:], 0)
-		for {
-			offs = append(offs, it.Off())
-			if !it.Next() {
-				break
-			}
-		}
-		require.NoError(t, it.Err())
-		offs = offs[:len(offs)-1]
+		offs := recordStarts(t, &bad)
 		require.NoError(t, lg.Close())
 		raw := v23Lie(t, bad, offs, lc.kind)
 		f, err := os.OpenFile(seg.logPath(), os.O_WRONLY, 0)
@@ -650,18 +641,7 @@ func TestView27LyingBatchAfterFastRuns(t *testing.T) {
 		s := p.segments()[0]
 		ib := s.views.get(s, Values).innerAt(bs[1].Pos)
 		require.NotNil(t, ib, what)
-		for _, m := range ib.marks {
-			v, err := p.NewView(Values, 0)
-			require.NoError(t, err)
-			b := make([]byte, ib.to-m.at)
-			n, err := v.ReadAt(b, m.at)
-			require.NoError(t, err, what)
-			require.Equal(t, string(want[m.at:]), string(b[:n]), "%s: from mark at %d", what, m.at)
-			n, err = v.ReadAt(make([]byte, 10), ib.to)
-			require.True(t, badData(err), "%s: after mark at %d: %d bytes, %v", what, m.at, n, err)
-			require.Zero(t, n)
-			require.NoError(t, v.Close())
-		}
+		readFromMarksToBadBatch(t, p, Values, ib, want, what)
 		require.NoError(t, lg.Close())
 	}
 }
