@@ -259,14 +259,14 @@ func newMarker(b *record.Batch, from int64) marker {
 	return marker{ib: &innerBatch{h: b.BatchHeader, pos: b.Pos}, at: from, last: from - innerStep}
 }
 
-// unmarked returns how many rendered bytes of records from here on note
-// can count (with skip) without a mark: those of records that end before
-// the next mark is due, at the first record to start past innerStep
-// after the last.
+// unmarked returns how many rendered bytes of records from here on skip
+// may count without note: the next mark is due at the first record that
+// starts innerStep or more after the last mark, and records that end by
+// then cannot be it.
 func (m *marker) unmarked() int64 { return max(m.last+innerStep-m.at, 0) }
 
-// skip counts records of size rendered bytes in all that need no mark:
-// they end within unmarked.
+// skip counts records of size rendered bytes in all, which end within
+// unmarked and so need no mark.
 func (m *marker) skip(size int64) { m.at += size }
 
 // note counts the next record: it begins at byte off of the batch's
