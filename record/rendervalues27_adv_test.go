@@ -40,11 +40,10 @@ func (m *markSim) skip(n int64)    { m.at += n }
 // marks, the rendered size counted, and where the cut was.
 type markRender struct {
 	valuesRender
-	marks        [][3]int64
-	to           int64
-	cutIndex     int32
-	cutOff       int
-	spilledFirst int // the first record's value that did not fit, its length
+	marks    [][3]int64
+	to       int64
+	cutIndex int32
+	cutOff   int
 }
 
 // renderMarking is storage's renderValues for a batch it marks: with fast,
@@ -53,7 +52,7 @@ type markRender struct {
 // before AppendValues: Next and note for every record. After the first
 // record that does not fit, the rest are only counted.
 func renderMarking(it RecordIter, dst []byte, step int64, fast bool) markRender {
-	r := markRender{cutIndex: -1, spilledFirst: -1}
+	r := markRender{cutIndex: -1}
 	m := newMarkSim(step)
 	n, spilled := 0, false
 	for {

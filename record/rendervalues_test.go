@@ -15,8 +15,8 @@ import (
 type valuesRender struct {
 	dst     []byte // nil when not all rendered (skipAhead)
 	n       int    // the bytes rendered into dst
-	rest    int    // bytes of the records after it: how many,
-	restSum uint32 // and their CRC-32C
+	rest    int    // the rendering of the records from the first that did not fit: its length,
+	restSum uint32 // and its CRC-32C
 	index   int32
 	off     int
 	cut     bool

@@ -1085,7 +1085,7 @@ func (v *View) renderValues(b *record.Batch, vi *viewIndex, from int64, dst []by
 		switch {
 		case marking && cut.index >= 0:
 			m.skip(it.SkipValues(m.unmarked())) // counted only, as below
-		case spilled:
+		case spilled: // the rest go to the chunk, below
 		case !marking:
 			n = it.AppendValues(dst, n) // the records that fit, in one loop
 		default:

@@ -207,8 +207,8 @@ func v27RefMarks(t *testing.T, b *record.Batch, from int64) *innerBatch {
 	return m.done()
 }
 
-// v27Batches is every markable batch of l with its reference marks, and
-// where its segment's rendering starts in want.
+// v27Marked is a markable batch of l with its reference marks, and where
+// its segment's rendering starts in want.
 type v27Marked struct {
 	seg    *segment
 	b      record.Batch

@@ -424,8 +424,9 @@ func BenchmarkPreadByWriteSize(b *testing.B) {
 // read a whole data set (batches of 64 records), per GB shown, in each
 // format: the view indexes, and the marks of big batches, that stay with
 // each segment until it is deleted or the log closes (README, Limits). The
-// data set is opened again read-only for each pass, so that its indexes
-// are built by the reading, as a mount of a data directory builds them.
+// data set is opened again read-only for each pass: its indexes are read
+// from the sidecars of sealed segments and built by the reading for the
+// others, as a mount of a data directory gets them.
 func BenchmarkViewIndexMemory(b *testing.B) {
 	heap := func() uint64 {
 		runtime.GC()
