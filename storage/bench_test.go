@@ -33,13 +33,29 @@ var (
 	datasetsMu    sync.Mutex
 )
 
+// indexBudgetFlag runs the tests with another budget for view indexes'
+// entries: 0 thins every sealed segment's index as far as it goes as soon
+// as another index is used (see viewbudget.go).
+var indexBudgetFlag = flag.Int64("logfs.index-budget", indexBudget, "bytes all view indexes' entries may take (indexBudget)")
+
 func TestMain(m *testing.M) {
 	flag.Parse()
+	indexBudget = *indexBudgetFlag
 	code := m.Run()
+	if flagSet("logfs.index-budget") {
+		fmt.Printf("view index budget %d bytes: indexes thinned %d times, made whole from sidecars %d times\n",
+			*indexBudgetFlag, indexThins.Load(), indexReloads.Load())
+	}
 	if benchRoot != "" {
 		os.RemoveAll(benchRoot)
 	}
 	os.Exit(code)
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(name string) (set bool) {
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func benchDir(b *testing.B) string {

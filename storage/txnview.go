@@ -107,6 +107,7 @@ func (v *viewIndex) decide(s *segment, p *Partition, end record.Position) ([]vie
 // kept for a transactional batch there (the LSO is one), or those of the
 // entry before pos plus a render of the batches up to it.
 func (v *viewIndex) renderedAt(s *segment, pos record.Position) (int64, error) {
+	defer keepIndexBudget(v) // after the unlock: it may have brought entries back
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if pos >= v.covered {
@@ -118,8 +119,9 @@ func (v *viewIndex) renderedAt(s *segment, pos record.Position) (int64, error) {
 	if v.vis.atPos == pos && v.vis.atKnown {
 		return v.vis.at, nil
 	}
-	i := sort.Search(len(v.entries), func(i int) bool { return v.entries[i].pos > pos })
-	e := v.entries[max(i-1, 0)]
+	entries := v.entriesLocked()
+	i := sort.Search(len(entries), func(i int) bool { return entries[i].pos > pos })
+	e := entries[max(i-1, 0)]
 	n := e.rendered
 	sc := record.NewScanner(s.log, e.pos, pos, readerScan)
 	for sc.Next() {
@@ -141,9 +143,11 @@ func (v *viewIndex) renderedAt(s *segment, pos record.Position) (int64, error) {
 // hidden bytes before it.
 func (v *viewIndex) locateShown(at int64, sh *shown) viewEntry {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	i := sort.Search(len(v.entries), func(i int) bool { return v.entries[i].rendered-sh.hiddenBefore(v.entries[i].pos) > at })
-	e := v.entries[max(i-1, 0)]
+	entries := v.entriesLocked()
+	i := sort.Search(len(entries), func(i int) bool { return entries[i].rendered-sh.hiddenBefore(entries[i].pos) > at })
+	e := entries[max(i-1, 0)]
+	v.mu.Unlock()
+	keepIndexBudget(v)
 	e.rendered -= sh.hiddenBefore(e.pos)
 	return e
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/logfs/logfs/record"
 	"github.com/logfs/logfs/vfs"
@@ -71,6 +72,18 @@ type viewIndex struct {
 	// whose records reach one stops there (see View.stop). Once one is
 	// known, the index is not written to the sidecar.
 	holes []viewHole
+
+	// The budget of all indexes' entries (see viewbudget.go). seg is the
+	// segment that holds the index, set before it is shared; sidecar says
+	// its entries may be brought back from the segment's sidecar.
+	seg     *segment
+	sidecar bool
+	used    atomic.Int64 // indexClock at the last lookup
+	charged int64        // the entries' memory counted in indexBytes
+	spacing int64        // rendered bytes between entries, about: viewInterval, or more once thinned
+	// denseBytes is what the entries took before they were thinned.
+	denseBytes int64
+	gone       bool // out of the budget: replaced, or its segment closed
 }
 
 // viewHole is a bad range of a segment's log: bytes from pos on that are
@@ -156,7 +169,16 @@ func (v *viewIndex) batchSize(b *record.Batch) (int64, error) {
 // of the log as bad; only an I/O error is an error.
 func (v *viewIndex) extend(s *segment, size record.Position, limit record.Offset) error {
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	err := v.extendLocked(s, size, limit)
+	v.mu.Unlock()
+	if v.seg != nil {
+		keepIndexBudget(v)
+	}
+	return err
+}
+
+func (v *viewIndex) extendLocked(s *segment, size record.Position, limit record.Offset) error {
+	defer v.chargeLocked()
 	for v.covered < size {
 		sc := record.NewScanner(s.log, v.covered, size, record.ScanOptions{})
 		bad := false
@@ -335,6 +357,7 @@ func (v *viewIndex) appended(h *record.BatchHeader, pos record.Position, rendere
 	defer v.mu.Unlock()
 	if v.covered == pos {
 		v.add(h, pos, rendered, pos+record.Position(h.Size()))
+		v.chargeLocked()
 	}
 }
 
@@ -355,9 +378,12 @@ func (v *viewIndex) snapshot() (record.Position, int64) {
 // locate returns the entry to start rendering from to reach rendered byte at.
 func (v *viewIndex) locate(at int64) viewEntry {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	i := sort.Search(len(v.entries), func(i int) bool { return v.entries[i].rendered > at })
-	return v.entries[max(i-1, 0)]
+	entries := v.entriesLocked()
+	i := sort.Search(len(entries), func(i int) bool { return entries[i].rendered > at })
+	e := entries[max(i-1, 0)]
+	v.mu.Unlock()
+	keepIndexBudget(v)
+	return e
 }
 
 // startAfter returns where the first batch the index has an entry for
@@ -366,20 +392,25 @@ func (v *viewIndex) locate(at int64) viewEntry {
 // when the index has no entry that far.
 func (v *viewIndex) startAfter(at int64) (pos record.Position, ok bool) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	i := sort.Search(len(v.entries), func(i int) bool { return v.entries[i].rendered >= at })
-	if i == len(v.entries) {
-		return 0, false
+	entries := v.entriesLocked()
+	i := sort.Search(len(entries), func(i int) bool { return entries[i].rendered >= at })
+	if ok = i < len(entries); ok {
+		pos = entries[i].pos
 	}
-	return v.entries[i].pos, true
+	v.mu.Unlock()
+	keepIndexBudget(v)
+	return pos, ok
 }
 
 // locateOffset returns the entry to start rendering from to reach offset off.
 func (v *viewIndex) locateOffset(off record.Offset) viewEntry {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	i := sort.Search(len(v.entries), func(i int) bool { return v.entries[i].base > off })
-	return v.entries[max(i-1, 0)]
+	entries := v.entriesLocked()
+	i := sort.Search(len(entries), func(i int) bool { return entries[i].base > off })
+	e := entries[max(i-1, 0)]
+	v.mu.Unlock()
+	keepIndexBudget(v)
+	return e
 }
 
 // renderedBefore returns the rendered bytes of the segment's records below
@@ -542,6 +573,7 @@ func (vs *viewIndexes) replace(s *segment, old *viewIndex) {
 	}
 	vs.byFormat[old.format] = nil
 	old.retire()
+	old.unregister()
 	vs.fresh = true
 	s.logger.Error("bad bytes inside what a view index covered; indexing the segment's rendering again", "segment", s.logPath())
 	if !s.cfg.readOnly && old.format == Values {
@@ -567,6 +599,8 @@ func (vs *viewIndexes) get(s *segment, f Format) *viewIndex {
 			s.logger.Warn("ignoring view index; rebuilding it from the log", "segment", s.logPath(), "err", err)
 		}
 	}
+	v.sidecar = f == Values && !vs.fresh
+	v.register(s)
 	vs.byFormat[f] = v
 	return v
 }
@@ -583,7 +617,10 @@ func (vs *viewIndexes) current(v *viewIndex) bool {
 func (vs *viewIndexes) start(s *segment) {
 	vs.mu.Lock()
 	defer vs.mu.Unlock()
-	vs.byFormat[Values] = newViewIndex(Values, s.base)
+	v := newViewIndex(Values, s.base)
+	v.sidecar = true
+	v.register(s)
+	vs.byFormat[Values] = v
 }
 
 // appended is called by the appender after each batch, written at pos,

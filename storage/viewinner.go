@@ -399,13 +399,15 @@ func (v *viewIndex) retire() {
 	v.dropInnerLocked()
 }
 
-// dropInner forgets the marks of every format: the segment is closed.
+// dropInner forgets the marks of every format, and takes the indexes out
+// of the budget of entries: the segment is closed.
 func (vs *viewIndexes) dropInner() {
 	vs.mu.Lock()
 	defer vs.mu.Unlock()
 	for _, v := range vs.byFormat {
 		if v != nil {
 			v.dropInner()
+			v.unregister()
 		}
 	}
 }

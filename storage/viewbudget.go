@@ -1,0 +1,201 @@
+package storage
+
+import (
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/logfs/logfs/record"
+)
+
+// A view index keeps an entry every viewInterval rendered bytes: about
+// 2-5 MB for each GB a mount has shown (BenchmarkViewIndexMemory). Kept
+// until the segment goes, that grew without bound with what a mount served
+// (2-5 GB for a whole 1 TB data directory read once). So the entries of
+// all view indexes share a budget, indexBudget. Past it, the indexes of
+// sealed segments used least recently are thinned (thin): an entry every
+// 16 times as many rendered bytes, a sixteenth of the memory, and again
+// if that is not enough. Fewer entries are as right, as an entry is only
+// a batch start and the rendered bytes before it; a random read in a
+// thinned segment renders more before it reaches its first byte (up to
+// 128 KiB after one thinning: a 4 KiB read took 29 µs instead of 11 in
+// BenchmarkViewIndexBudget). An index of the values format whose segment
+// has a sidecar gets its entries back from it on a lookup (denseLocked),
+// if it says what the index knew and they fit in the budget without
+// thinning others: bringing back 64 MiB's entries takes longer than 10
+// random reads in a thinned index, so when the budget is full it is not
+// worth it. The others stay thinned.
+//
+// Only indexes that cannot change are thinned: those of sealed segments,
+// that cover their whole log and know no bad bytes (the entries that
+// start after a hole must stay). The active segment of each partition
+// keeps its index whole, as do the rare ones with holes. Everything else
+// an index knows stays: its size, its transactional batches, its marks
+// (which have their own budget, innerBudget).
+
+// indexBudget is the memory the entries of all view indexes may take, about
+// (a variable for tests: -logfs.index-budget). 64 MiB holds the entries of
+// 15-35 GB shown.
+var indexBudget int64 = 64 << 20
+
+var (
+	indexBytes     atomic.Int64 // memory the entries of registered view indexes take now
+	indexClock     atomic.Int64 // ticks of lookups, for least recently used
+	indexThins     atomic.Int64 // indexes thinned, ever (for tests and benchmarks)
+	indexReloads   atomic.Int64 // thinned indexes made whole from their sidecar, ever
+	indexRoomMaker sync.Mutex   // one makeIndexRoom at a time
+)
+
+// thinFactor is how much sparser each thinning makes an index.
+const thinFactor = 16
+
+// indexed is every view index whose entries count in indexBytes: those a
+// segment holds (viewIndexes), not the ones replaced or of closed
+// segments. Lock order: never with a viewIndex's mu held.
+var indexed = struct {
+	mu  sync.Mutex
+	set map[*viewIndex]struct{}
+}{set: make(map[*viewIndex]struct{})}
+
+const viewEntryBytes = int64(unsafe.Sizeof(viewEntry{}))
+
+// register counts v, the index of segment s, in the budget.
+func (v *viewIndex) register(s *segment) {
+	v.mu.Lock()
+	v.seg = s
+	v.chargeLocked()
+	v.mu.Unlock()
+	indexed.mu.Lock()
+	indexed.set[v] = struct{}{}
+	indexed.mu.Unlock()
+}
+
+// unregister takes v out of the budget: its segment dropped it (replace)
+// or closed. Views that still hold it use it as it is.
+func (v *viewIndex) unregister() {
+	indexed.mu.Lock()
+	delete(indexed.set, v)
+	indexed.mu.Unlock()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.gone = true
+	indexBytes.Add(-v.charged)
+	v.charged = 0
+}
+
+// chargeLocked counts the entries' memory as it is now. The caller holds mu.
+func (v *viewIndex) chargeLocked() {
+	if v.seg == nil || v.gone {
+		return
+	}
+	n := int64(cap(v.entries)) * viewEntryBytes
+	indexBytes.Add(n - v.charged)
+	v.charged = n
+}
+
+// entriesLocked returns the entries, made whole first from the sidecar if
+// they were thinned, it can, and the budget has room for them, and marks v
+// used. The caller holds mu, and calls keepIndexBudget once it let go of
+// it.
+func (v *viewIndex) entriesLocked() []viewEntry {
+	v.used.Store(indexClock.Add(1))
+	if v.spacing > viewInterval && v.sidecar && indexBytes.Load()+v.denseBytes <= indexBudget-indexBudget/8 {
+		v.denseLocked()
+	}
+	return v.entries
+}
+
+// keepIndexBudget thins indexes other than keep while the budget is
+// exceeded. It is called with no view index's lock held.
+func keepIndexBudget(keep *viewIndex) {
+	if indexBytes.Load() > indexBudget {
+		makeIndexRoom(keep)
+	}
+}
+
+// makeIndexRoom thins indexes, keep aside, until the budget has an eighth
+// of itself free or none can be thinned more: the densest first, so that
+// every index is thinned once before one is thinned twice (a random read
+// in one thinned many times would render much of its segment), and of
+// those, the ones used least recently. A call while another makes room
+// returns at once: that one frees enough for both, about.
+func makeIndexRoom(keep *viewIndex) {
+	if !indexRoomMaker.TryLock() {
+		return
+	}
+	defer indexRoomMaker.Unlock()
+	indexed.mu.Lock()
+	cands := make([]*viewIndex, 0, len(indexed.set))
+	for v := range indexed.set {
+		if v != keep {
+			cands = append(cands, v)
+		}
+	}
+	indexed.mu.Unlock()
+	type order struct{ spacing, used int64 }
+	orders := make(map[*viewIndex]order, len(cands))
+	goal := indexBudget - indexBudget/8
+	for thinned := true; thinned; {
+		for _, v := range cands {
+			v.mu.Lock()
+			orders[v] = order{max(v.spacing, viewInterval), v.used.Load()}
+			v.mu.Unlock()
+		}
+		sort.Slice(cands, func(i, j int) bool {
+			a, b := orders[cands[i]], orders[cands[j]]
+			return a.spacing < b.spacing || a.spacing == b.spacing && a.used < b.used
+		})
+		thinned = false
+		for _, v := range cands {
+			if indexBytes.Load() <= goal {
+				return
+			}
+			thinned = v.thin() || thinned
+		}
+	}
+}
+
+// thin keeps an entry of v every thinFactor times as many rendered bytes
+// as it has now, if it is the index of a sealed segment, covers its whole
+// log, knows no bad bytes in it and has entries to spare. It reports
+// whether it did.
+func (v *viewIndex) thin() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s := v.seg
+	if v.gone || v.retired || len(v.holes) > 0 || len(v.entries) <= 1 ||
+		!s.frozen.Load() || s.wasCut() || v.covered != record.Position(s.size.Load()) {
+		return false
+	}
+	if v.spacing <= viewInterval {
+		v.denseBytes = v.charged
+	}
+	v.spacing = max(v.spacing, viewInterval) * thinFactor
+	kept := []viewEntry{v.entries[0]}
+	for _, e := range v.entries[1:] {
+		if e.rendered-kept[len(kept)-1].rendered >= v.spacing {
+			kept = append(kept, e)
+		}
+	}
+	v.entries = slices.Clip(kept)
+	v.chargeLocked()
+	indexThins.Add(1)
+	return true
+}
+
+// denseLocked makes a thinned index whole again from its segment's
+// sidecar, if that says what v does (the same log covered, rendered to the
+// same total). If it cannot, v stays thinned and does not try again. The
+// caller holds mu.
+func (v *viewIndex) denseLocked() {
+	got, err := readViewIndex(v.seg)
+	if err != nil || got.covered != v.covered || got.total != v.total || got.lastBatchCRC != v.lastBatchCRC {
+		v.sidecar = false
+		return
+	}
+	v.entries, v.spacing = got.entries, viewInterval
+	v.chargeLocked()
+	indexReloads.Add(1)
+}
