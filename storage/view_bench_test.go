@@ -423,7 +423,8 @@ func BenchmarkPreadByWriteSize(b *testing.B) {
 // BenchmarkViewIndexMemory reports the heap a log keeps once a view has
 // read a whole data set (batches of 64 records), per GB shown, in each
 // format: the view indexes, and the marks of big batches, that stay with
-// each segment until it is deleted or the log closes (README, Limits). The
+// each segment until it is deleted or the log closes, within their budgets
+// (README, Limits; the data set is smaller than them). The
 // data set is opened again read-only for each pass: its indexes are read
 // from the sidecars of sealed segments and built by the reading for the
 // others, as a mount of a data directory gets them.
@@ -463,6 +464,107 @@ func BenchmarkViewIndexMemory(b *testing.B) {
 				}
 				b.ReportMetric(float64(kept)/float64(shown)*1e3, "MB-kept/GB-shown")
 				b.ReportMetric(float64(kept)/1e6, "MB-kept")
+			})
+		}
+	}
+}
+
+// BenchmarkViewIndexBudget reads a partition of segments of 64 MiB (100 B
+// records in batches of 64, -logfs.bench-bytes of them) whole, then at
+// random positions (4 KiB preads), with the budget of view indexes'
+// entries (indexBudget) unbounded and at 1 MiB, about five segments'
+// entries: the heap the log keeps after the sequential read, and what a
+// random read costs when most land in a segment whose entries were
+// dropped and come back, from the sidecar or, without sidecars (a Kafka
+// data directory), from the log. "x-unbounded" is the random reads'
+// speed against the unbounded budget's in the same run.
+func BenchmarkViewIndexBudget(b *testing.B) {
+	heap := func() int64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	dir := benchDir(b)
+	func() {
+		l, err := Open(dir, Options{Logger: testLogger(b), RetentionCheckInterval: -1})
+		require.NoError(b, err)
+		defer l.Close()
+		top, err := l.CreateTopic("t", 1, small("segment.bytes=67108864", "flush.ms=-1", "retention.ms=-1"))
+		require.NoError(b, err)
+		p, _ := top.Partition(0)
+		recs := make([]Record, 64)
+		buf := make([]byte, 64*100)
+		for off := int64(0); p.Size() < *benchBytes; off += 64 {
+			for i := range recs {
+				benchValue(buf[i*100:(i+1)*100], off+int64(i))
+				recs[i] = Record{Value: buf[i*100 : (i+1)*100]}
+			}
+			_, err := p.Append(recs)
+			require.NoError(b, err)
+		}
+		b.Logf("%d MiB in %d segments", p.Size()>>20, len(p.SegmentBases()))
+	}()
+	var unbounded [2]float64 // µs a random read, with and without sidecars
+	for k, sidecars := range []bool{true, false} {
+		if !sidecars {
+			names, _ := filepath.Glob(filepath.Join(dir, "t-0", "*.viewindex"))
+			for _, name := range names {
+				require.NoError(b, os.Remove(name))
+			}
+		}
+		for _, budget := range []int64{1 << 50, 1 << 20} {
+			name := "unbounded"
+			if budget < 1<<50 {
+				name = fmt.Sprintf("%dKiB", budget>>10)
+			}
+			b.Run(fmt.Sprintf("sidecars=%v/budget=%s", sidecars, name), func(b *testing.B) {
+				defer func(old int64) { indexBudget = old }(indexBudget)
+				indexBudget = budget
+				buf := make([]byte, 4096)
+				big := make([]byte, 1<<20)
+				var kept, shown int64
+				var each time.Duration
+				thins, reloads := indexThins.Load(), indexReloads.Load()
+				for i := 0; i < b.N; i++ {
+					l, err := Open(dir, Options{ReadOnly: true, Logger: testLogger(b), RetentionCheckInterval: -1})
+					require.NoError(b, err)
+					p, err := l.Partition("t", 0)
+					require.NoError(b, err)
+					before := heap()
+					v, err := p.NewView(Values, 0)
+					require.NoError(b, err)
+					for shown = 0; ; {
+						n, err := v.ReadAt(big, shown)
+						shown += int64(n)
+						if err == io.EOF {
+							break
+						}
+						require.NoError(b, err)
+					}
+					kept = heap() - before
+					rng := rand.New(rand.NewSource(1))
+					const reads = 2000
+					start := time.Now()
+					for r := 0; r < reads; r++ {
+						_, err := v.ReadAt(buf, rng.Int63n(shown-int64(len(buf))))
+						require.NoError(b, err)
+					}
+					each = time.Since(start) / reads
+					require.NoError(b, v.Close())
+					require.NoError(b, l.Close())
+				}
+				us := float64(each.Nanoseconds()) / 1e3
+				if budget == 1<<50 {
+					unbounded[k] = us
+				} else if unbounded[k] > 0 {
+					b.ReportMetric(unbounded[k]/us, "x-unbounded")
+				}
+				b.ReportMetric(float64(kept)/1e6, "MB-kept")
+				b.ReportMetric(us, "µs/random-read")
+				b.ReportMetric(float64(indexReloads.Load()-reloads)/float64(b.N), "reloads/op")
+				b.ReportMetric(float64(indexThins.Load()-thins)/float64(b.N), "thins/op")
 			})
 		}
 	}
