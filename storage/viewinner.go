@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"sync"
@@ -294,7 +295,7 @@ func (v *viewIndex) addInner(ib *innerBatch) {
 		return
 	}
 	if innerBytes.Load()+ib.bytes() > innerBudget {
-		makeRoom(ib.bytes())
+		makeRoom(ib.bytes(), v)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -330,17 +331,29 @@ var withMarks = struct {
 	set map[*viewIndex]struct{}
 }{set: make(map[*viewIndex]struct{})}
 
-// makeRoom drops the marks of batches of any segment, at random, until
-// need more bytes fit in innerBudget or none are left. It is called with
-// no view index's lock held; the budget holds about, not exactly, as reads
-// of other segments may add marks meanwhile.
-func makeRoom(need int64) {
+// makeRoom drops the marks of batches of other indexes than keep, the one
+// that needs room, a batch from each in turn, in random order, until need
+// more bytes fit in innerBudget or none are left; addInner then drops
+// keep's own if need be. It is called with no view index's lock held; the
+// budget holds about, not exactly, as reads of other segments may add
+// marks meanwhile.
+//
+// Keep was among the others once, in the map's order. In a run of
+// TestViewMarksAcrossSegments after other tests (one in five under
+// -logfs.index-budget=0), keep came first nine reads in a row: the last
+// segment kept one batch with marks, dropping its own each time, while the
+// first segment kept the rest. Go's order of a small map is not a fair
+// draw; the shuffle is.
+func makeRoom(need int64, keep *viewIndex) {
 	withMarks.mu.Lock()
 	indexes := make([]*viewIndex, 0, len(withMarks.set))
-	for v := range withMarks.set { // in no particular order
-		indexes = append(indexes, v)
+	for v := range withMarks.set {
+		if v != keep {
+			indexes = append(indexes, v)
+		}
 	}
 	withMarks.mu.Unlock()
+	rand.Shuffle(len(indexes), func(i, j int) { indexes[i], indexes[j] = indexes[j], indexes[i] })
 	for i := 0; len(indexes) > 0 && innerBytes.Load()+need > innerBudget; {
 		i %= len(indexes) // round and round, a batch from each in turn
 		if indexes[i].dropOne() {
