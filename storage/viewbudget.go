@@ -45,7 +45,12 @@ var (
 	indexClock     atomic.Int64 // ticks of lookups, for least recently used
 	indexThins     atomic.Int64 // indexes thinned, ever (for tests and benchmarks)
 	indexReloads   atomic.Int64 // thinned indexes made whole from their sidecar, ever
+	indexRooms     atomic.Int64 // makeIndexRoom's passes over all indexes, ever
 	indexRoomMaker sync.Mutex   // one makeIndexRoom at a time
+	// indexRoomFloor is indexBytes after the last makeIndexRoom that could
+	// not reach its goal (the indexes that may not be thinned take that
+	// much), or 0: another is no use before indexBytes grows past it.
+	indexRoomFloor atomic.Int64
 )
 
 // thinFactor is how much sparser each thinning makes an index.
@@ -108,9 +113,13 @@ func (v *viewIndex) entriesLocked() []viewEntry {
 }
 
 // keepIndexBudget thins indexes other than keep while the budget is
-// exceeded. It is called with no view index's lock held.
+// exceeded, unless the last try could not reach its goal and indexBytes
+// has not grown by a sixteenth of the budget since: when the indexes that
+// may not be thinned (active segments', those with holes) take more than
+// the budget, every lookup would otherwise go through every index. It is
+// called with no view index's lock held.
 func keepIndexBudget(keep *viewIndex) {
-	if indexBytes.Load() > indexBudget {
+	if n := indexBytes.Load(); n > indexBudget && n > indexRoomFloor.Load()+indexBudget/16 {
 		makeIndexRoom(keep)
 	}
 }
@@ -126,6 +135,7 @@ func makeIndexRoom(keep *viewIndex) {
 		return
 	}
 	defer indexRoomMaker.Unlock()
+	indexRooms.Add(1)
 	indexed.mu.Lock()
 	cands := make([]*viewIndex, 0, len(indexed.set))
 	for v := range indexed.set {
@@ -150,11 +160,13 @@ func makeIndexRoom(keep *viewIndex) {
 		thinned = false
 		for _, v := range cands {
 			if indexBytes.Load() <= goal {
+				indexRoomFloor.Store(0)
 				return
 			}
 			thinned = v.thin() || thinned
 		}
 	}
+	indexRoomFloor.Store(indexBytes.Load())
 }
 
 // thin keeps an entry of v every thinFactor times as many rendered bytes

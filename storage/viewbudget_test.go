@@ -47,11 +47,13 @@ func budgetLog(t *testing.T, rng *rand.Rand) string {
 	return dir
 }
 
-// withIndexBudget sets indexBudget for the test.
+// withIndexBudget sets indexBudget for the test, forgetting what the last
+// makeIndexRoom could not reach.
 func withIndexBudget(t *testing.T, n int64) {
 	old := indexBudget
 	indexBudget = n
-	t.Cleanup(func() { indexBudget = old })
+	indexRoomFloor.Store(0)
+	t.Cleanup(func() { indexBudget = old; indexRoomFloor.Store(0) })
 }
 
 // budgetHeld returns the bytes the entries of p's indexes take, those of
@@ -329,4 +331,30 @@ func TestViewBudgetSidecarChangedWhileThinned(t *testing.T) {
 		checkRead(t, v, want, rng.Int63n(int64(len(want))), 1+rng.Intn(16<<10), true, fmt.Sprint("read ", i))
 	}
 	require.Equal(t, reloads, indexReloads.Load(), "a lying sidecar taken")
+}
+
+// When the indexes that may not be thinned (here the active segment's)
+// take more than the budget on their own, lookups do not go through every
+// index again and again: a pass that cannot reach its goal is not tried
+// again before the entries grow.
+func TestViewBudgetFullOfActiveIndexes(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	top, err := l.CreateTopic("t", 1, nil)
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	rng := rand.New(rand.NewSource(advSeed(3535)))
+	for i := 0; i < 2000; i++ {
+		_, err := p.Append([]Record{{Value: bytes.Repeat([]byte{'a' + byte(i%26)}, 100+rng.Intn(100))}})
+		require.NoError(t, err)
+	}
+	require.Len(t, p.segments(), 1)
+	want := renderAll(t, p, Values, 0)
+	withIndexBudget(t, 64)
+	v := mustView(t, p, Values)
+	checkRead(t, v, want, 0, 4096, true, "first read")
+	rooms := indexRooms.Load()
+	for i := 0; i < 200; i++ {
+		checkRead(t, v, want, rng.Int63n(int64(len(want))), 1+rng.Intn(8192), true, fmt.Sprint("read ", i))
+	}
+	require.LessOrEqual(t, indexRooms.Load()-rooms, int64(1), "passes over all indexes for 200 reads")
 }
