@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"encoding/binary"
+	"hash/crc32"
 	"slices"
 	"sort"
 	"sync"
@@ -182,7 +184,7 @@ func (v *viewIndex) thin() bool {
 		return false
 	}
 	if v.spacing <= viewInterval {
-		v.denseBytes = v.charged
+		v.denseBytes, v.denseSum = v.charged, entriesSum(v.entries)
 	}
 	v.spacing = max(v.spacing, viewInterval) * thinFactor
 	kept := []viewEntry{v.entries[0]}
@@ -199,15 +201,31 @@ func (v *viewIndex) thin() bool {
 
 // denseLocked makes a thinned index whole again from its segment's
 // sidecar, if that says what v does (the same log covered, rendered to the
-// same total). If it cannot, v stays thinned and does not try again. The
-// caller holds mu.
+// same total, and the very entries v had before it was thinned: the file
+// at the sidecar's path may be another segment's of the same base by now,
+// as after ResetFetched, whose last batch, size and total may match while
+// its entries do not). If it cannot, v stays thinned and does not try
+// again. The caller holds mu.
 func (v *viewIndex) denseLocked() {
 	got, err := readViewIndex(v.seg)
-	if err != nil || got.covered != v.covered || got.total != v.total || got.lastBatchCRC != v.lastBatchCRC {
+	if err != nil || got.covered != v.covered || got.total != v.total || got.lastBatchCRC != v.lastBatchCRC || entriesSum(got.entries) != v.denseSum {
 		v.sidecar = false
 		return
 	}
 	v.entries, v.spacing = got.entries, viewInterval
 	v.chargeLocked()
 	indexReloads.Add(1)
+}
+
+// entriesSum is a checksum of entries, to recognise them in a sidecar.
+func entriesSum(entries []viewEntry) uint32 {
+	var b [24]byte
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	for _, e := range entries {
+		binary.BigEndian.PutUint64(b[0:], uint64(e.pos))
+		binary.BigEndian.PutUint64(b[8:], uint64(e.base))
+		binary.BigEndian.PutUint64(b[16:], uint64(e.rendered))
+		h.Write(b[:])
+	}
+	return h.Sum32()
 }

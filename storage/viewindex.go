@@ -81,8 +81,10 @@ type viewIndex struct {
 	used    atomic.Int64 // indexClock at the last lookup
 	charged int64        // the entries' memory counted in indexBytes
 	spacing int64        // rendered bytes between entries, about: viewInterval, or more once thinned
-	// denseBytes is what the entries took before they were thinned.
+	// denseBytes is what the entries took before they were thinned, and
+	// denseSum their entriesSum: a sidecar must hold the same to be taken.
 	denseBytes int64
+	denseSum   uint32
 	gone       bool // out of the budget: replaced, or its segment closed
 }
 
