@@ -3,6 +3,7 @@ package storage
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -103,12 +104,12 @@ func (v *viewIndex) chargeLocked() {
 }
 
 // entriesLocked returns the entries, made whole first from the sidecar if
-// they were thinned, it can, and the budget has room for them, and marks v
-// used. The caller holds mu, and calls keepIndexBudget once it let go of
-// it.
+// they were thinned, it can, and the budget has room for them (not for an
+// index out of the budget: its memory would not count), and marks v used.
+// The caller holds mu, and calls keepIndexBudget once it let go of it.
 func (v *viewIndex) entriesLocked() []viewEntry {
 	v.used.Store(indexClock.Add(1))
-	if v.spacing > viewInterval && v.sidecar && indexBytes.Load()+v.denseBytes <= indexBudget-indexBudget/8 {
+	if v.spacing > viewInterval && v.sidecar && !v.gone && indexBytes.Load()+v.denseBytes <= indexBudget-indexBudget/8 {
 		v.denseLocked()
 	}
 	return v.entries
@@ -151,9 +152,11 @@ func makeIndexRoom(keep *viewIndex) {
 	goal := indexBudget - indexBudget/8
 	for thinned := true; thinned; {
 		for _, v := range cands {
-			v.mu.Lock()
-			orders[v] = order{max(v.spacing, viewInterval), v.used.Load()}
-			v.mu.Unlock()
+			orders[v] = order{math.MaxInt64, 0} // busy: last
+			if v.mu.TryLock() {
+				orders[v] = order{max(v.spacing, viewInterval), v.used.Load()}
+				v.mu.Unlock()
+			}
 		}
 		sort.Slice(cands, func(i, j int) bool {
 			a, b := orders[cands[i]], orders[cands[j]]
@@ -174,9 +177,13 @@ func makeIndexRoom(keep *viewIndex) {
 // thin keeps an entry of v every thinFactor times as many rendered bytes
 // as it has now, if it is the index of a sealed segment, covers its whole
 // log, knows no bad bytes in it and has entries to spare. It reports
-// whether it did.
+// whether it did. An index busy (a reader indexing its log, or one reading
+// its sidecar) is passed over: whoever needs room, an appender sealing a
+// segment among them, does not wait for it.
 func (v *viewIndex) thin() bool {
-	v.mu.Lock()
+	if !v.mu.TryLock() {
+		return false
+	}
 	defer v.mu.Unlock()
 	s := v.seg
 	if v.gone || v.retired || len(v.holes) > 0 || len(v.entries) <= 1 ||

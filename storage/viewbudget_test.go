@@ -2,7 +2,9 @@ package storage
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -357,4 +359,40 @@ func TestViewBudgetFullOfActiveIndexes(t *testing.T) {
 		checkRead(t, v, want, rng.Int63n(int64(len(want))), 1+rng.Intn(8192), true, fmt.Sprint("read ", i))
 	}
 	require.LessOrEqual(t, indexRooms.Load()-rooms, int64(1), "passes over all indexes for 200 reads")
+}
+
+// A thinned index is not written as a segment's sidecar: the next open
+// would load it as if whole and keep it sparse. A data directory without
+// sidecars, opened writable, read with no room in the budget and closed,
+// has after it sidecars as dense as a fresh index of each log, or none.
+func TestViewBudgetThinnedNotPersisted(t *testing.T) {
+	rng := rand.New(rand.NewSource(advSeed(3636)))
+	dir := budgetLog(t, rng)
+	removeSidecars(t, dir)
+	func() {
+		l, err := Open(dir, Options{Logger: testLogger(t), RetentionCheckInterval: -1})
+		require.NoError(t, err)
+		defer func() { require.NoError(t, l.Close()) }()
+		p, err := l.Partition("t", 0)
+		require.NoError(t, err)
+		withIndexBudget(t, 0)
+		got, err := readView(t, mustView(t, p, Values), 64<<10)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(renderAll(t, p, Values, 0), got))
+		require.Positive(t, indexThins.Load())
+	}()
+	l := openLog(t, dir, Options{ReadOnly: true})
+	p, err := l.Partition("t", 0)
+	require.NoError(t, err)
+	segs := p.segments()
+	for _, s := range segs[:len(segs)-1] {
+		side, err := readViewIndex(s)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		require.NoError(t, err)
+		fresh := newViewIndex(Values, s.base)
+		require.NoError(t, fresh.extend(s, record.Position(s.size.Load()), math.MaxInt64))
+		require.Equal(t, len(fresh.entries), len(side.entries), "the sidecar of %s", s.logPath())
+	}
 }

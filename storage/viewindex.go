@@ -699,6 +699,12 @@ func writeViewIndex(s *segment, v *viewIndex) error {
 		return nil
 	}
 	v.mu.Lock()
+	if v.spacing > viewInterval {
+		// Thinned to keep the budget (viewbudget.go): a sidecar of these
+		// entries would be loaded as if whole, and stay sparse for good.
+		v.mu.Unlock()
+		return nil
+	}
 	buf := make([]byte, viewHeaderSize, viewHeaderSize+len(v.entries)*viewEntrySize+4)
 	be := binary.BigEndian
 	copy(buf, viewIndexMagic)
