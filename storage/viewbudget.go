@@ -62,10 +62,46 @@ const thinFactor = 16
 // indexed is every view index whose entries count in indexBytes: those a
 // segment holds (viewIndexes), not the ones replaced or of closed
 // segments. Lock order: never with a viewIndex's mu held.
-var indexed = struct {
+var indexed = newIndexSet()
+
+// indexSet is a set of view indexes, safe for concurrent use.
+type indexSet struct {
 	mu  sync.Mutex
 	set map[*viewIndex]struct{}
-}{set: make(map[*viewIndex]struct{})}
+}
+
+func newIndexSet() *indexSet { return &indexSet{set: make(map[*viewIndex]struct{})} }
+
+func (is *indexSet) add(v *viewIndex) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	is.set[v] = struct{}{}
+}
+
+func (is *indexSet) remove(v *viewIndex) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	delete(is.set, v)
+}
+
+func (is *indexSet) len() int {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	return len(is.set)
+}
+
+// others returns the indexes of the set but keep, in no particular order.
+func (is *indexSet) others(keep *viewIndex) []*viewIndex {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	out := make([]*viewIndex, 0, len(is.set))
+	for v := range is.set {
+		if v != keep {
+			out = append(out, v)
+		}
+	}
+	return out
+}
 
 const viewEntryBytes = int64(unsafe.Sizeof(viewEntry{}))
 
@@ -75,17 +111,13 @@ func (v *viewIndex) register(s *segment) {
 	v.seg = s
 	v.chargeLocked()
 	v.mu.Unlock()
-	indexed.mu.Lock()
-	indexed.set[v] = struct{}{}
-	indexed.mu.Unlock()
+	indexed.add(v)
 }
 
 // unregister takes v out of the budget: its segment dropped it (replace)
 // or closed. Views that still hold it use it as it is.
 func (v *viewIndex) unregister() {
-	indexed.mu.Lock()
-	delete(indexed.set, v)
-	indexed.mu.Unlock()
+	indexed.remove(v)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.gone = true
@@ -139,14 +171,7 @@ func makeIndexRoom(keep *viewIndex) {
 	}
 	defer indexRoomMaker.Unlock()
 	indexRooms.Add(1)
-	indexed.mu.Lock()
-	cands := make([]*viewIndex, 0, len(indexed.set))
-	for v := range indexed.set {
-		if v != keep {
-			cands = append(cands, v)
-		}
-	}
-	indexed.mu.Unlock()
+	cands := indexed.others(keep)
 	type order struct{ spacing, used int64 }
 	orders := make(map[*viewIndex]order, len(cands))
 	goal := indexBudget - indexBudget/8

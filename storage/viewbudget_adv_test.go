@@ -47,12 +47,7 @@ func advBudgetLog(t *testing.T, rng *rand.Rand, appends int) string {
 // entries take, and that each is charged for what its entries take now.
 func budgetInvariant(t *testing.T) {
 	t.Helper()
-	indexed.mu.Lock()
-	set := make([]*viewIndex, 0, len(indexed.set))
-	for v := range indexed.set {
-		set = append(set, v)
-	}
-	indexed.mu.Unlock()
+	set := indexed.others(nil)
 	var sum int64
 	for _, v := range set {
 		v.mu.Lock()
@@ -290,9 +285,7 @@ func TestViewBudgetAdvAccountingReturns(t *testing.T) {
 	rng := rand.New(rand.NewSource(advSeed(4444)))
 	dirs := []string{budgetLog(t, rng), budgetLog(t, rng), budgetLog(t, rng)}
 	removeSidecars(t, dirs[2])
-	indexed.mu.Lock()
-	setBefore := len(indexed.set)
-	indexed.mu.Unlock()
+	setBefore := indexed.len()
 	bytesBefore := indexBytes.Load()
 	for round := 0; round < 2; round++ {
 		var logs []*Log
@@ -349,9 +342,7 @@ func TestViewBudgetAdvAccountingReturns(t *testing.T) {
 			_, _ = v.ReadAt(make([]byte, 100), 0)
 			require.NoError(t, v.Close())
 		}
-		indexed.mu.Lock()
-		setAfter := len(indexed.set)
-		indexed.mu.Unlock()
+		setAfter := indexed.len()
 		require.Equal(t, setBefore, setAfter, "round %d: indexes left registered after the logs closed", round)
 		require.Equal(t, bytesBefore, indexBytes.Load(), "round %d: indexBytes after the logs closed", round)
 	}
@@ -378,45 +369,13 @@ func TestViewBudgetAdvRetentionRace(t *testing.T) {
 	if raceEnabled {
 		rounds = 60
 	}
+	// Retention may pass offset 0 (no view opens there) or delete a
+	// segment a view reads.
+	wait := budgetReaders(p, want, 5*rounds, 5, rng, func(err error) bool {
+		return errors.Is(err, ErrOffsetOutOfRange) || errors.Is(err, io.EOF) || errors.Is(err, ErrDeleted)
+	})
 	var wg sync.WaitGroup
 	var stop atomic.Bool
-	errs := make(chan error, 16)
-	for k := 0; k < 4; k++ {
-		f := []Format{Values, JSONL}[k%2]
-		seed := rng.Int63()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewSource(seed))
-			buf := make([]byte, 32<<10)
-			for i := 0; i < rounds; i++ {
-				v, err := p.NewView(f, 0)
-				if errors.Is(err, ErrOffsetOutOfRange) {
-					return // retention passed offset 0
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				for j := 0; j < 5; j++ {
-					at := rng.Int63n(int64(len(want[f])))
-					n, err := v.ReadAt(buf[:1+rng.Intn(len(buf))], at)
-					if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, ErrDeleted) {
-						errs <- fmt.Errorf("%v: a read at %d: %w", f, at, err)
-						v.Close()
-						return
-					}
-					n = min(n, len(want[f])-int(at))
-					if !bytes.Equal(buf[:n], want[f][at:at+int64(n)]) {
-						errs <- fmt.Errorf("%v: a read at %d served other bytes", f, at)
-						v.Close()
-						return
-					}
-				}
-				v.Close()
-			}
-		}()
-	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -441,8 +400,7 @@ func TestViewBudgetAdvRetentionRace(t *testing.T) {
 	require.NotZero(t, p.StartOffset(), "retention deleted nothing")
 	stop.Store(true)
 	wg.Wait()
-	close(errs)
-	for err := range errs {
+	for _, err := range wait() {
 		t.Error(err)
 	}
 	require.NoError(t, l.Close())

@@ -242,44 +242,12 @@ func TestViewBudgetReadersWhileAppending(t *testing.T) {
 	if raceEnabled {
 		rounds = 100
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for k := 0; k < 4; k++ {
-		f := []Format{Values, JSONL}[k%2]
-		seed := rng.Int63()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewSource(seed))
-			v, err := p.NewView(f, 0)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer v.Close()
-			buf := make([]byte, 32<<10)
-			for i := 0; i < rounds; i++ {
-				at := rng.Int63n(int64(len(want[f])))
-				n, err := v.ReadAt(buf[:1+rng.Intn(len(buf))], at)
-				if err != nil && at+int64(n) < int64(len(want[f])) && n < len(buf) {
-					errs <- fmt.Errorf("%v: a read at %d: %d bytes, %w", f, at, n, err)
-					return
-				}
-				n = min(n, len(want[f])-int(at)) // the log grew past want
-				if !bytes.Equal(buf[:n], want[f][at:at+int64(n)]) {
-					errs <- fmt.Errorf("%v: a read at %d served other bytes", f, at)
-					return
-				}
-			}
-		}()
-	}
+	wait := budgetReaders(p, want, rounds, rounds, rng, nil)
 	for i := 0; i < 60; i++ {
 		_, err := p.Append(advValues(rng, i, i%11 == 5))
 		require.NoError(t, err)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	for _, err := range wait() {
 		t.Error(err)
 	}
 	active := p.segments()[len(p.segments())-1]
@@ -291,6 +259,73 @@ func TestViewBudgetReadersWhileAppending(t *testing.T) {
 	got, err := readView(t, mustView(t, p, Values), 8192)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(renderAll(t, p, Values, 0), got))
+}
+
+// budgetReaders starts four readers, two of each format, that read rounds
+// times at random positions of p's views, a new view every perView reads,
+// and check what they serve against want (what the log held when they
+// started: it may grow under them). An error fails a reader unless its
+// read reached past want, or ok says it may happen; a view that does not
+// open, unless ok says so too. wait waits for them and returns their
+// failures.
+func budgetReaders(p *Partition, want map[Format][]byte, rounds, perView int, rng *rand.Rand, ok func(error) bool) (wait func() []error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for k := 0; k < 4; k++ {
+		f := []Format{Values, JSONL}[k%2]
+		seed := rng.Int63()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := budgetRead(p, f, want[f], rounds, perView, rand.New(rand.NewSource(seed)), ok); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	return func() []error {
+		wg.Wait()
+		close(errs)
+		var out []error
+		for err := range errs {
+			out = append(out, err)
+		}
+		return out
+	}
+}
+
+// budgetRead is one of budgetReaders' readers.
+func budgetRead(p *Partition, f Format, want []byte, rounds, perView int, rng *rand.Rand, ok func(error) bool) error {
+	buf := make([]byte, 32<<10)
+	var v *View
+	defer func() {
+		if v != nil {
+			v.Close()
+		}
+	}()
+	for i := 0; i < rounds; i++ {
+		if i%perView == 0 {
+			if v != nil {
+				v.Close()
+			}
+			var err error
+			if v, err = p.NewView(f, 0); err != nil {
+				if ok != nil && ok(err) {
+					return nil
+				}
+				return err
+			}
+		}
+		at := rng.Int63n(int64(len(want)))
+		n, err := v.ReadAt(buf[:1+rng.Intn(len(buf))], at)
+		if err != nil && at+int64(n) < int64(len(want)) && !(ok != nil && ok(err)) {
+			return fmt.Errorf("%v: a read at %d: %d bytes, %w", f, at, n, err)
+		}
+		n = min(n, len(want)-int(at)) // the log grew past want
+		if !bytes.Equal(buf[:n], want[at:at+int64(n)]) {
+			return fmt.Errorf("%v: a read at %d served other bytes", f, at)
+		}
+	}
+	return nil
 }
 
 func mustView(t *testing.T, p *Partition, f Format) *View {

@@ -319,17 +319,12 @@ func (v *viewIndex) addInner(ib *innerBatch) {
 	}
 	v.inner[ib.pos] = ib
 	innerBytes.Add(ib.bytes())
-	withMarks.mu.Lock()
-	withMarks.set[v] = struct{}{}
-	withMarks.mu.Unlock()
+	withMarks.add(v)
 }
 
 // withMarks is every view index that may hold marks, for makeRoom.
-// Lock order: a viewIndex's mu, then withMarks.mu.
-var withMarks = struct {
-	mu  sync.Mutex
-	set map[*viewIndex]struct{}
-}{set: make(map[*viewIndex]struct{})}
+// Lock order: a viewIndex's mu, then withMarks' lock.
+var withMarks = newIndexSet()
 
 // makeRoom drops the marks of batches of other indexes than keep, the one
 // that needs room, a batch from each in turn, in random order, until need
@@ -345,14 +340,7 @@ var withMarks = struct {
 // first segment kept the rest. Go's order of a small map is not a fair
 // draw; the shuffle is.
 func makeRoom(need int64, keep *viewIndex) {
-	withMarks.mu.Lock()
-	indexes := make([]*viewIndex, 0, len(withMarks.set))
-	for v := range withMarks.set {
-		if v != keep {
-			indexes = append(indexes, v)
-		}
-	}
-	withMarks.mu.Unlock()
+	indexes := withMarks.others(keep)
 	rand.Shuffle(len(indexes), func(i, j int) { indexes[i], indexes[j] = indexes[j], indexes[i] })
 	for i := 0; len(indexes) > 0 && innerBytes.Load()+need > innerBudget; {
 		i %= len(indexes) // round and round, a batch from each in turn
@@ -373,9 +361,7 @@ func (v *viewIndex) dropOne() bool {
 		v.forgetLocked(pos, ib)
 		return true
 	}
-	withMarks.mu.Lock()
-	delete(withMarks.set, v)
-	withMarks.mu.Unlock()
+	withMarks.remove(v)
 	return false
 }
 
@@ -397,9 +383,7 @@ func (v *viewIndex) dropInnerLocked() {
 	for pos, ib := range v.inner {
 		v.forgetLocked(pos, ib)
 	}
-	withMarks.mu.Lock()
-	delete(withMarks.set, v)
-	withMarks.mu.Unlock()
+	withMarks.remove(v)
 }
 
 // retire forgets the index's marks for good: it was replaced, and the
