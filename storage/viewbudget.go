@@ -17,19 +17,21 @@ import (
 // 2-5 MB for each GB a mount has shown (BenchmarkViewIndexMemory). Kept
 // until the segment goes, that grew without bound with what a mount served
 // (2-5 GB for a whole 1 TB data directory read once). So the entries of
-// all view indexes share a budget, indexBudget. Past it, the indexes of
-// sealed segments used least recently are thinned (thin): an entry every
-// 16 times as many rendered bytes, a sixteenth of the memory, and again
-// if that is not enough. Fewer entries are as right, as an entry is only
-// a batch start and the rendered bytes before it; a random read in a
-// thinned segment renders more before it reaches its first byte (up to
-// 128 KiB after one thinning: a 4 KiB read took 29 µs instead of 11 in
+// all view indexes share a budget, indexBudget. Past it, indexes of
+// sealed segments are thinned (thin): an entry every 16 times as many
+// rendered bytes, a sixteenth of the memory, the densest indexes first
+// and of those the least recently used (makeIndexRoom), and again if that
+// is not enough. Fewer entries are as right, as an entry is only a batch
+// start and the rendered bytes before it; a random read in a thinned
+// segment renders more before it reaches its first byte (up to 128 KiB
+// after one thinning: a 4 KiB read took 25-31 µs instead of 12 in
 // BenchmarkViewIndexBudget). An index of the values format whose segment
 // has a sidecar gets its entries back from it on a lookup (denseLocked),
-// if it says what the index knew and they fit in the budget without
-// thinning others: bringing back 64 MiB's entries takes longer than 10
-// random reads in a thinned index, so when the budget is full it is not
-// worth it. The others stay thinned.
+// if the sidecar holds the very entries the index had and they fit in the
+// budget without thinning others: bringing back 64 MiB's entries takes
+// longer than 10 random reads in a thinned index, so when the budget is
+// full it is not worth it. The others stay thinned, and a thinned index
+// is never written as a sidecar.
 //
 // Only indexes that cannot change are thinned: those of sealed segments,
 // that cover their whole log and know no bad bytes (the entries that
