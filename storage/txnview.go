@@ -142,12 +142,10 @@ func (v *viewIndex) renderedAt(s *segment, pos record.Position) (int64, error) {
 // rendering from to reach shown byte at, with its rendered count less the
 // hidden bytes before it.
 func (v *viewIndex) locateShown(at int64, sh *shown) viewEntry {
-	v.mu.Lock()
-	entries := v.entriesLocked()
+	entries := v.lockEntries()
+	defer v.unlockEntries()
 	i := sort.Search(len(entries), func(i int) bool { return entries[i].rendered-sh.hiddenBefore(entries[i].pos) > at })
 	e := entries[max(i-1, 0)]
-	v.mu.Unlock()
-	keepIndexBudget(v)
 	e.rendered -= sh.hiddenBefore(e.pos)
 	return e
 }

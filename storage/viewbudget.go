@@ -149,6 +149,19 @@ func (v *viewIndex) entriesLocked() []viewEntry {
 	return v.entries
 }
 
+// lockEntries locks v and returns its entries (entriesLocked), for a
+// lookup; unlockEntries lets go of v, then keeps the budget, which
+// bringing them back may have passed.
+func (v *viewIndex) lockEntries() []viewEntry {
+	v.mu.Lock()
+	return v.entriesLocked()
+}
+
+func (v *viewIndex) unlockEntries() {
+	v.mu.Unlock()
+	keepIndexBudget(v)
+}
+
 // keepIndexBudget thins indexes other than keep while the budget is
 // exceeded, unless the last try could not reach its goal and indexBytes
 // has not grown by a sixteenth of the budget since: when the indexes that
@@ -173,29 +186,35 @@ func makeIndexRoom(keep *viewIndex) {
 	}
 	defer indexRoomMaker.Unlock()
 	indexRooms.Add(1)
-	cands := indexed.others(keep)
-	type order struct{ spacing, used int64 }
-	orders := make(map[*viewIndex]order, len(cands))
+	type candidate struct {
+		v             *viewIndex
+		spacing, used int64
+	}
+	var cands []candidate
+	for _, v := range indexed.others(keep) {
+		cands = append(cands, candidate{v: v})
+	}
 	goal := indexBudget - indexBudget/8
 	for thinned := true; thinned; {
-		for _, v := range cands {
-			orders[v] = order{math.MaxInt64, 0} // busy: last
-			if v.mu.TryLock() {
-				orders[v] = order{max(v.spacing, viewInterval), v.used.Load()}
-				v.mu.Unlock()
+		for i := range cands {
+			c := &cands[i]
+			c.spacing, c.used = math.MaxInt64, 0 // busy: last
+			if c.v.mu.TryLock() {
+				c.spacing, c.used = max(c.v.spacing, viewInterval), c.v.used.Load()
+				c.v.mu.Unlock()
 			}
 		}
 		sort.Slice(cands, func(i, j int) bool {
-			a, b := orders[cands[i]], orders[cands[j]]
+			a, b := cands[i], cands[j]
 			return a.spacing < b.spacing || a.spacing == b.spacing && a.used < b.used
 		})
 		thinned = false
-		for _, v := range cands {
+		for _, c := range cands {
 			if indexBytes.Load() <= goal {
 				indexRoomFloor.Store(0)
 				return
 			}
-			thinned = v.thin() || thinned
+			thinned = c.v.thin() || thinned
 		}
 	}
 	indexRoomFloor.Store(indexBytes.Load())

@@ -80,7 +80,7 @@ type viewIndex struct {
 	sidecar bool
 	used    atomic.Int64 // indexClock at the last lookup
 	charged int64        // the entries' memory counted in indexBytes
-	spacing int64        // rendered bytes between entries, about: viewInterval, or more once thinned
+	spacing int64        // 0 while whole; once thinned, the rendered bytes between entries, about
 	// denseBytes is what the entries took before they were thinned, and
 	// denseSum their entriesSum: a sidecar must hold the same to be taken.
 	denseBytes int64
@@ -170,16 +170,9 @@ func (v *viewIndex) batchSize(b *record.Batch) (int64, error) {
 // from the next valid batch it finds (record.Resync), or covers the rest
 // of the log as bad; only an I/O error is an error.
 func (v *viewIndex) extend(s *segment, size record.Position, limit record.Offset) error {
+	defer keepIndexBudget(v) // after the unlock
 	v.mu.Lock()
-	err := v.extendLocked(s, size, limit)
-	v.mu.Unlock()
-	if v.seg != nil {
-		keepIndexBudget(v)
-	}
-	return err
-}
-
-func (v *viewIndex) extendLocked(s *segment, size record.Position, limit record.Offset) error {
+	defer v.mu.Unlock()
 	defer v.chargeLocked()
 	for v.covered < size {
 		sc := record.NewScanner(s.log, v.covered, size, record.ScanOptions{})
@@ -379,13 +372,10 @@ func (v *viewIndex) snapshot() (record.Position, int64) {
 
 // locate returns the entry to start rendering from to reach rendered byte at.
 func (v *viewIndex) locate(at int64) viewEntry {
-	v.mu.Lock()
-	entries := v.entriesLocked()
+	entries := v.lockEntries()
+	defer v.unlockEntries()
 	i := sort.Search(len(entries), func(i int) bool { return entries[i].rendered > at })
-	e := entries[max(i-1, 0)]
-	v.mu.Unlock()
-	keepIndexBudget(v)
-	return e
+	return entries[max(i-1, 0)]
 }
 
 // startAfter returns where the first batch the index has an entry for
@@ -393,26 +383,21 @@ func (v *viewIndex) locate(at int64) viewEntry {
 // every byte rendered before at lies in the batches before it. ok is false
 // when the index has no entry that far.
 func (v *viewIndex) startAfter(at int64) (pos record.Position, ok bool) {
-	v.mu.Lock()
-	entries := v.entriesLocked()
+	entries := v.lockEntries()
+	defer v.unlockEntries()
 	i := sort.Search(len(entries), func(i int) bool { return entries[i].rendered >= at })
-	if ok = i < len(entries); ok {
-		pos = entries[i].pos
+	if i == len(entries) {
+		return 0, false
 	}
-	v.mu.Unlock()
-	keepIndexBudget(v)
-	return pos, ok
+	return entries[i].pos, true
 }
 
 // locateOffset returns the entry to start rendering from to reach offset off.
 func (v *viewIndex) locateOffset(off record.Offset) viewEntry {
-	v.mu.Lock()
-	entries := v.entriesLocked()
+	entries := v.lockEntries()
+	defer v.unlockEntries()
 	i := sort.Search(len(entries), func(i int) bool { return entries[i].base > off })
-	e := entries[max(i-1, 0)]
-	v.mu.Unlock()
-	keepIndexBudget(v)
-	return e
+	return entries[max(i-1, 0)]
 }
 
 // renderedBefore returns the rendered bytes of the segment's records below
