@@ -50,11 +50,21 @@ func (r *runner) startMountArgs(ctx context.Context, mp string, args ...string) 
 // startFloor runs FLOOREXE bench-floor --size N MP: the go-fuse floor
 // (package floorfs), a child process as the mount is.
 func (r *runner) startFloor(ctx context.Context, mp string, size int64) (*mountProc, error) {
+	return r.startFloorArgs(ctx, mp, "--size", strconv.FormatInt(size, 10))
+}
+
+// startFloorFrom starts the floor serving the bytes of file, as its data
+// file: the readers' floor, whose lines must be the plain file's.
+func (r *runner) startFloorFrom(ctx context.Context, mp, file string) (*mountProc, error) {
+	return r.startFloorArgs(ctx, mp, "--from", file)
+}
+
+func (r *runner) startFloorArgs(ctx context.Context, mp string, args ...string) (*mountProc, error) {
 	exe := r.o.FloorExe
 	if exe == "" {
 		exe = r.o.Exe
 	}
-	return r.startServer(ctx, mp, exe, "bench-floor", "--size", strconv.FormatInt(size, 10), mp)
+	return r.startServer(ctx, mp, exe, append(append([]string{"bench-floor"}, args...), mp)...)
 }
 
 // startServer runs a FUSE server child that mounts at mp and says

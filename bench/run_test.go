@@ -159,6 +159,17 @@ func TestRunReaderPhases(t *testing.T) {
 	require.Equal(t, len(tools), cells["readers/mount/first"])
 	require.Equal(t, len(tools), cells["readers/mount/second"])
 	require.Equal(t, len(tools), cells["readers/plain/"])
+	require.Equal(t, len(tools), cells["readers/floor/first"])
+	checked := map[string]bool{}
+	for _, tool := range tools {
+		checked[tool.name] = tool.want != nil
+	}
+	for _, r := range rep.Results {
+		if r.Phase == PhaseReaders && r.Subject == SubjectFloor && checked[r.Case] {
+			// The floor serves the plain file's lines, and is checked as it is.
+			require.Positive(t, r.Verified, "%s %s", r.Case, r.Pass)
+		}
+	}
 	require.Equal(t, 1, cells["pread/mount/first"])
 	require.Equal(t, 1, cells["pread/mount/second"])
 	require.Equal(t, 1, cells["open/mount/"])

@@ -194,7 +194,7 @@ the load average; compare ratios measured in the same run.`,
 func newBenchFloorCommand() *cobra.Command {
 	var o floorfs.Options
 	cmd := &cobra.Command{
-		Use:     "bench-floor [--size N] [--direct-io] MOUNTPOINT",
+		Use:     "bench-floor [--size N | --from FILE] [--direct-io] MOUNTPOINT",
 		Short:   "Serve logfs bench's transport floor (internal)",
 		Example: "  logfs bench-floor --size 1073741824 /tmp/floor",
 		Hidden:  true,
@@ -216,6 +216,7 @@ func newBenchFloorCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().Int64Var(&o.Size, "size", 0, "bytes of the data file")
+	cmd.Flags().StringVar(&o.From, "from", "", "serve this file's bytes (read into memory) as the data file instead")
 	cmd.Flags().BoolVar(&o.DirectIO, "direct-io", false, "serve data with direct I/O instead of through the page cache")
 	return cmd
 }

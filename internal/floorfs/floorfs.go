@@ -6,8 +6,10 @@
 // is logfs's own work.
 //
 //	MOUNTPOINT/
-//	  data     read-only, Options.Size bytes of lowercase letters, a '\n'
-//	           every 1024: a read is answered from memory, nothing else
+//	  data     read-only: Options.Size bytes of lowercase letters, a '\n'
+//	           every 1024, or the bytes of the file Options.From, read
+//	           into memory at the mount; a read is answered from memory,
+//	           nothing else
 //	  append   write-only sink: a write returns its length and keeps nothing
 //
 // `logfs bench` runs it as a child process (`logfs bench-floor`), as it
@@ -27,8 +29,12 @@ import (
 
 // Options configure the floor.
 type Options struct {
-	// Size is the length of data in bytes.
+	// Size is the length of data in bytes, when From is empty.
 	Size int64
+	// From, if set, is a file whose bytes data serves (Size is then
+	// its size): the same text as a plain file the benchmarks read, so
+	// that a program that works per line does the same work on both.
+	From string
 	// DirectIO serves data with direct I/O (FOPEN_DIRECT_IO), as logfs
 	// does with fs.Options.DirectIO; otherwise through the page cache,
 	// kept from one open to the next, as logfs does by default.
@@ -38,15 +44,23 @@ type Options struct {
 // Mount mounts the floor at mountpoint and returns once the kernel has
 // it. The caller unmounts it (Server.Unmount).
 func Mount(mountpoint string, o Options) (*fuse.Server, error) {
-	data := make([]byte, 2*fs.DefaultMaxWrite)
-	for i := range data {
-		data[i] = 'a' + byte(i%26)
-		if i%1024 == 1023 {
-			data[i] = '\n'
+	file := &dataFile{size: o.Size, direct: o.DirectIO}
+	if o.From != "" {
+		data, err := os.ReadFile(o.From)
+		if err != nil {
+			return nil, err
+		}
+		file.size, file.data, file.whole = int64(len(data)), data, true
+	} else {
+		file.data = make([]byte, 2*fs.DefaultMaxWrite)
+		for i := range file.data {
+			file.data[i] = 'a' + byte(i%26)
+			if i%1024 == 1023 {
+				file.data[i] = '\n'
+			}
 		}
 	}
 	root := &gofs.Inode{}
-	file := &dataFile{size: o.Size, data: data, direct: o.DirectIO}
 	srv, err := gofs.Mount(mountpoint, root, &gofs.Options{
 		OnAdd: func(ctx context.Context) {
 			root.AddChild("data", root.NewPersistentInode(ctx, file, gofs.StableAttr{Mode: syscall.S_IFREG}), false)
@@ -65,11 +79,13 @@ func Mount(mountpoint string, o Options) (*fuse.Server, error) {
 	return srv, nil
 }
 
-// dataFile is data: size bytes, read from data (which repeats).
+// dataFile is data: size bytes, read from data: all of them (whole), or
+// a pattern that repeats.
 type dataFile struct {
 	gofs.Inode
 	size   int64
-	data   []byte // 2 x fs.DefaultMaxWrite, so any request is one slice of it
+	data   []byte // whole, or 2 x fs.DefaultMaxWrite, so any request is one slice of it
+	whole  bool
 	direct bool
 }
 
@@ -98,7 +114,10 @@ func (f *dataFile) Read(_ context.Context, _ gofs.FileHandle, dest []byte, off i
 		return fuse.ReadResultData(nil), 0
 	}
 	n := min(int64(len(dest)), f.size-off, fs.DefaultMaxWrite)
-	at := off % fs.DefaultMaxWrite
+	at := off
+	if !f.whole {
+		at %= fs.DefaultMaxWrite
+	}
 	return fuse.ReadResultData(f.data[at : at+n]), 0
 }
 
