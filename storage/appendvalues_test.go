@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -118,4 +119,38 @@ func TestAppendValuesNone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, record.Offset(2), off)
 	require.Equal(t, []string{"0:a", "1:b"}, readAll(t, p, 0))
+}
+
+// A batch is filled up to max.message.bytes, not to a guess of it: every
+// batch of an append but its last holds so much that the next record would
+// not have fitted, with that record's framing at its largest. (Adding the
+// largest framing of every record to the batch's size, as Append did until
+// stop 29, closed batches of 100-byte values an eighth early.) None is
+// over the limit.
+func TestAppendFillsBatchesToTheLimit(t *testing.T) {
+	for _, limit := range []int{600, 3000, 20000} {
+		l := openLog(t, t.TempDir(), Options{})
+		top, err := l.CreateTopic("t", 1, small(fmt.Sprintf("max.message.bytes=%d", limit)))
+		require.NoError(t, err)
+		p, err := top.Partition(0)
+		require.NoError(t, err)
+		rng := rand.New(rand.NewPCG(29, uint64(limit)))
+		vals := make([][]byte, 3*limit/100)
+		biggest := 0
+		for i := range vals {
+			vals[i] = bytes.Repeat([]byte{'v'}, 80+rng.IntN(40))
+			biggest = max(biggest, len(vals[i]))
+		}
+		_, err = p.AppendValues(vals)
+		require.NoError(t, err)
+		bs := batchesOf(t, p.active(), false)
+		require.Greater(t, len(bs), 2, "limit %d", limit)
+		for i, b := range bs {
+			require.LessOrEqual(t, b.Size(), int64(limit), "limit %d, batch %d", limit, i)
+			if i < len(bs)-1 {
+				require.Greater(t, b.Size()+int64(biggest+maxFraming+varintSlack), int64(limit), "limit %d, batch %d of %d closed early", limit, i, len(bs))
+			}
+		}
+		require.Len(t, readAll(t, p, 0), len(vals))
+	}
 }

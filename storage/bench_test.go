@@ -290,6 +290,40 @@ func BenchmarkAppendWrite(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendValuesWrite is BenchmarkAppendWrite through
+// Partition.AppendValues, which the append file calls: the lines of a 1 MiB
+// write as values, in one call.
+func BenchmarkAppendValuesWrite(b *testing.B) {
+	for _, size := range recordSizes {
+		b.Run(fmt.Sprintf("record=%dB", size), func(b *testing.B) {
+			p, done := benchPartition(b, "flush.ms=-1")
+			defer done()
+			values := make([][]byte, (1<<20)/(size+1))
+			for i := range values {
+				values[i] = make([]byte, size)
+				benchValue(values[i], int64(i))
+			}
+			b.SetBytes(int64(len(values) * (size + 1)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			written := 0
+			for i := 0; i < b.N; i++ {
+				if _, err := p.AppendValues(values); err != nil {
+					b.Fatal(err)
+				}
+				if written += len(values) * (size + 16); written >= writebackEvery {
+					b.StopTimer()
+					if err := p.Sync(); err != nil {
+						b.Fatal(err)
+					}
+					written = 0
+					b.StartTimer()
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkAppendRoll appends 1 MiB batches (64 records of 16 KiB) to a
 // partition whose segments hold one each, so every append rolls: it
 // measures what a roll costs the appender (new files, sealed indexes, the
