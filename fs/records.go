@@ -364,9 +364,11 @@ type recordHandle struct {
 	release  func() // lets the copy of a cluster's partition stop following
 
 	mu        sync.Mutex
-	idle      []idleView // views not rendering anything, GUARDED_BY(mu)
-	closed    bool       // GUARDED_BY(mu)
-	gapServed bool       // a read was served up to a gap retention left, GUARDED_BY(mu)
+	idle      []idleView    // views not rendering anything, GUARDED_BY(mu)
+	busy      int           // views taken by takeView and not given back yet, GUARDED_BY(mu)
+	back      chan struct{} // closed when a view is given back or the handle released; nil if nobody waits, GUARDED_BY(mu)
+	closed    bool          // GUARDED_BY(mu)
+	gapServed bool          // a read was served up to a gap retention left, GUARDED_BY(mu)
 	// With Options.DirectIO the requests are the reader's own, one at a
 	// time, served by one view and read ahead.
 	direct *storage.View // GUARDED_BY(mu)
@@ -393,41 +395,79 @@ func (h *recordHandle) newView() (*storage.View, error) {
 }
 
 // takeView returns an idle view, the one that last read up to off if
-// there is one, or a new one.
+// there is one, or a new one. When a new one cannot be opened (retention
+// deleted the file's start: the handle's own views still hold the
+// segments they pinned, which no new view can have) while another
+// request has a view of the handle, it waits for that one.
 func (h *recordHandle) takeView(off int64) (idleView, error) {
+	var newErr error
 	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return idleView{}, storage.ErrClosed
-	}
-	if k := len(h.idle); k > 0 {
-		i := k - 1
-		for j, iv := range h.idle {
-			if iv.end == off {
-				i = j
-				break
-			}
+	for {
+		if h.closed {
+			h.mu.Unlock()
+			return idleView{}, storage.ErrClosed
 		}
-		iv := h.idle[i]
-		h.idle = append(h.idle[:i], h.idle[i+1:]...)
+		if k := len(h.idle); k > 0 {
+			i := k - 1
+			for j, iv := range h.idle {
+				if iv.end == off {
+					i = j
+					break
+				}
+			}
+			iv := h.idle[i]
+			h.idle = append(h.idle[:i], h.idle[i+1:]...)
+			h.busy++
+			h.mu.Unlock()
+			return iv, nil
+		}
+		if newErr != nil {
+			if h.busy == 0 {
+				h.mu.Unlock()
+				return idleView{}, newErr
+			}
+			if h.back == nil {
+				h.back = make(chan struct{})
+			}
+			back := h.back
+			h.mu.Unlock()
+			<-back
+			h.mu.Lock()
+			continue
+		}
 		h.mu.Unlock()
-		return iv, nil
+		v, err := h.newView()
+		h.mu.Lock()
+		if err == nil {
+			h.busy++
+			h.mu.Unlock()
+			return idleView{v: v, end: -1}, nil
+		}
+		newErr = err
 	}
-	h.mu.Unlock()
-	v, err := h.newView()
-	return idleView{v: v, end: -1}, err
 }
 
 // putView gives a view back, or closes it if the handle was released.
 func (h *recordHandle) putView(iv idleView) {
 	h.mu.Lock()
+	h.busy--
 	if !h.closed && len(h.idle) < maxIdleViews {
 		h.idle = append(h.idle, iv)
 		iv.v = nil
 	}
+	h.wake()
 	h.mu.Unlock()
 	if iv.v != nil {
 		iv.v.Close()
+	}
+}
+
+// wake lets the requests waiting in takeView look again. It is called
+// with mu held.
+func (h *recordHandle) wake() {
+	if h.back != nil {
+		close(h.back)
+		h.back = nil
 	}
 }
 
@@ -558,6 +598,7 @@ func (h *recordHandle) readDirect(dest []byte, off int64) (fuse.ReadResult, sysc
 func (h *recordHandle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	h.closed = true
+	h.wake()
 	h.ahead.close()
 	idle := h.idle
 	if h.direct != nil {
