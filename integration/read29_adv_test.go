@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand"
@@ -10,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -299,4 +302,220 @@ func TestRead29AppendInterleave(t *testing.T) {
 	all, err := os.ReadFile(filepath.Join(dir, "offset", "0"))
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(all), "a new open after the close")
+}
+
+// TestRead29ReadersAcrossRetention has readers, each with a file open,
+// read while a writer appends through the append file, the log rolls
+// every 16 KiB and retention deletes the oldest segments: sequential
+// readers with read sizes of 1 byte to 1 MiB, pread readers anywhere
+// below the size fstat gives (across the tail page, at the old end), some
+// dropping the file's pages first. Every byte any of them gets must be the
+// model's at that place; a reader that retention overtook gets EIO (never
+// other bytes) and opens offset/earliest again; fstat never reports more
+// than was appended. When the writer stops, every reader that was not
+// overtaken reads on to exactly the end, and fstat says so.
+func TestRead29ReadersAcrossRetention(t *testing.T) {
+	seed := seed29(t)
+	l, _ := newLog(t, nil)
+	p := newPartition(t, l, "ret", storage.Overrides{"segment.bytes": 16 << 10, "retention.bytes": 96 << 10, "file.delete.delay.ms": 0})
+	mnt := mount(t, l, fs.Options{})
+	dir := part(mnt, "ret", 0)
+	app, err := os.OpenFile(filepath.Join(dir, "append"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	defer app.Close()
+
+	var m model29
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	const readers = 4
+	errs := make([]error, readers)
+	reopened := make([]int, readers)
+	for r := range readers {
+		wg.Go(func() {
+			errs[r] = reader29(t, rand.New(rand.NewSource(seed*100+int64(r))), r, dir, p, &m, stop, &reopened[r])
+		})
+	}
+	rng := rand.New(rand.NewSource(seed))
+	st := &stream29{rng: rng}
+	deadline := time.Now().Add(6 * time.Second)
+	for w := 0; w < rounds29(600) && time.Now().Before(deadline); w++ {
+		c, ended := st.chunk(1 + rng.Intn(12<<10))
+		m.add(ended...) // before: a reader may see them as soon as the write is in
+		_, err := app.Write(c)
+		require.NoError(t, err, "write %d", w)
+		if w%5 == 4 {
+			_, err := l.EnforceRetention()
+			require.NoError(t, err)
+		}
+	}
+	// End the last line, so that the model is the log.
+	c, ended := st.chunk(bytes.IndexByte(st.buf, '\n') + 1)
+	m.add(ended...)
+	_, err = app.Write(c)
+	require.NoError(t, err)
+	close(stop)
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	require.Positive(t, p.StartOffset(), "retention deleted segments")
+	t.Logf("start offset %d of %d; reopens after EIO: %v", p.StartOffset(), p.EndOffset(), reopened)
+}
+
+// reader29 is one reader of TestRead29ReadersAcrossRetention: kind r%4
+// is 0 sequential small reads, 1 sequential large reads, 2 preads, 3
+// preads with the pages dropped first.
+func reader29(t *testing.T, rng *rand.Rand, r int, dir string, p *storage.Partition, m *model29, stop <-chan struct{}, reopened *int) error {
+	sizes := []int{1, 7, 4095, 4096, 4097, 8191, 65536 + 13, 1 << 20}
+	var f *os.File
+	var base int64 // where the file's bytes start in the model
+	var start int
+	open := func() error {
+		for {
+			start = int(p.StartOffset())
+			g, err := os.Open(filepath.Join(dir, "offset", strconv.Itoa(start)))
+			if errors.Is(err, syscall.ENOENT) {
+				continue // retention moved the start meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			m.mu.Lock()
+			if start < len(m.starts) {
+				base = m.starts[start]
+			} else {
+				base = int64(len(m.values))
+			}
+			m.mu.Unlock()
+			f = g
+			return nil
+		}
+	}
+	if err := open(); err != nil {
+		return err
+	}
+	defer func() { f.Close() }()
+	var pos int64 // sequential position
+	buf := make([]byte, 1<<20)
+	check := func(off int64, got []byte, what string) error {
+		want := m.snapshot()
+		at := base + off
+		if at+int64(len(got)) > int64(len(want)) {
+			return fmt.Errorf("reader %d (offset/%d): %s: %d bytes at %d, past the %d appended", r, start, what, len(got), off, int64(len(want))-base)
+		}
+		if exp := want[at : at+int64(len(got))]; !bytes.Equal(exp, got) {
+			i := firstDiff(string(got), string(exp))
+			return fmt.Errorf("reader %d (offset/%d): %s: %d bytes at %d differ at %d: got %q want %q", r, start, what, len(got), off, i, clip29(got, i), clip29(exp, i))
+		}
+		return nil
+	}
+	overtaken := func(err error) (bool, error) {
+		if !errors.Is(err, syscall.EIO) {
+			return false, err
+		}
+		if p.StartOffset() <= record.Offset(start) {
+			return false, fmt.Errorf("reader %d (offset/%d): EIO while the log still starts at %d: %w", r, start, p.StartOffset(), err)
+		}
+		*reopened++
+		f.Close()
+		pos = 0
+		return true, open()
+	}
+	for {
+		select {
+		case <-stop:
+			return finish29(r, f, base, start, m, p)
+		default:
+		}
+		switch r % 4 {
+		case 0, 1:
+			size := sizes[rng.Intn(4)]
+			if r%4 == 1 {
+				size = sizes[4+rng.Intn(4)]
+			}
+			n, err := f.Read(buf[:size])
+			if n > 0 {
+				if err := check(pos, buf[:n], fmt.Sprintf("read %d", size)); err != nil {
+					return err
+				}
+				pos += int64(n)
+			}
+			if err != nil && err != io.EOF {
+				if again, err := overtaken(err); err != nil {
+					return err
+				} else if again {
+					continue
+				}
+			}
+			if n == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		default:
+			fi, err := f.Stat()
+			if err != nil {
+				if again, err := overtaken(err); err != nil {
+					return err
+				} else if again {
+					continue
+				}
+			}
+			size := fi.Size()
+			if err := check(0, make([]byte, 0), "stat"); err != nil {
+				return err
+			}
+			if want := int64(len(m.snapshot())) - base; size > want {
+				return fmt.Errorf("reader %d (offset/%d): fstat %d, past the %d appended", r, start, size, want)
+			}
+			if r%4 == 3 && rng.Intn(3) == 0 {
+				if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+					return err
+				}
+			}
+			var off int64
+			switch rng.Intn(3) {
+			case 0:
+				off = max(size-1-int64(rng.Intn(3)), 0) // at the end
+			case 1:
+				off = max(size&^4095-int64(rng.Intn(2)), 0) // the tail page
+			default:
+				off = rng.Int63n(size + 1)
+			}
+			n, err := f.ReadAt(buf[:sizes[rng.Intn(len(sizes))]], off)
+			if n > 0 {
+				if err := check(off, buf[:n], "pread"); err != nil {
+					return err
+				}
+			}
+			if err != nil && err != io.EOF {
+				if _, err := overtaken(err); err != nil {
+					return err
+				}
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+}
+
+// finish29 reads f on to its end once the writer has stopped: exactly
+// the rest of the model, and fstat the same, unless retention overtook it.
+func finish29(r int, f *os.File, base int64, start int, m *model29, p *storage.Partition) error {
+	want := m.snapshot()[base:]
+	got := make([]byte, len(want)+1)
+	n, err := f.ReadAt(got, 0)
+	if errors.Is(err, syscall.EIO) && p.StartOffset() > record.Offset(start) {
+		return nil
+	}
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("reader %d (offset/%d) at the end: %w", r, start, err)
+	}
+	if !bytes.Equal(want, got[:n]) {
+		i := firstDiff(string(got[:n]), string(want))
+		return fmt.Errorf("reader %d (offset/%d) at the end: %d bytes, want %d, differ at %d", r, start, n, len(want), i)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("reader %d (offset/%d) at the end: %w", r, start, err)
+	}
+	if fi.Size() != int64(len(want)) {
+		return fmt.Errorf("reader %d (offset/%d) at the end: fstat %d, want %d", r, start, fi.Size(), len(want))
+	}
+	return nil
 }
