@@ -171,15 +171,29 @@ func (ps *partState) dropShort() {
 }
 
 // renderAt reads n's bytes at off into b, as many as there are now; 0 on
-// any error (the drop then stores nothing).
+// any error (the drop then stores nothing, and the kernel keeps the old
+// end for the GETATTR the drop overtook). When retention deleted n's
+// start, no new view of it opens, but the views of its open handles still
+// hold the segments they pinned, which is where its readers read.
 func (ps *partState) renderAt(n *recordNode, b []byte, off int64) int {
 	v, err := ps.p.NewView(n.format, n.start)
-	if err != nil {
-		return 0
+	if err == nil {
+		defer v.Close()
+		k, _ := v.ReadAt(b, off)
+		return k
 	}
-	defer v.Close()
-	k, _ := v.ReadAt(b, off)
-	return k
+	for _, h := range n.openHandles() {
+		iv, err := h.takeView(-1)
+		if err != nil {
+			continue
+		}
+		k, _ := iv.v.ReadAt(b, off)
+		h.putView(iv)
+		if k > 0 {
+			return k
+		}
+	}
+	return 0
 }
 
 // forget drops n from the notifier's sets; the kernel has forgotten it.

@@ -226,6 +226,20 @@ type recordNode struct {
 	start  record.Offset
 
 	tail tailPage // reads served short, see cache.go
+
+	hmu     sync.Mutex
+	handles map[*recordHandle]struct{} // open through the page cache, GUARDED_BY(hmu)
+}
+
+// openHandles returns the handles open through the page cache.
+func (n *recordNode) openHandles() []*recordHandle {
+	n.hmu.Lock()
+	defer n.hmu.Unlock()
+	hs := make([]*recordHandle, 0, len(n.handles))
+	for h := range n.handles {
+		hs = append(hs, h)
+	}
+	return hs
 }
 
 var (
@@ -349,6 +363,12 @@ func (n *recordNode) open(ctx context.Context, directIO bool) (*recordHandle, er
 		h.ahead.open = h.newView
 	} else {
 		h.idle = append(h.idle, idleView{v: v})
+		n.hmu.Lock()
+		if n.handles == nil {
+			n.handles = make(map[*recordHandle]struct{})
+		}
+		n.handles[h] = struct{}{}
+		n.hmu.Unlock()
 	}
 	return h, nil
 }
@@ -608,6 +628,11 @@ func (h *recordHandle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Unlock()
 	for _, iv := range idle {
 		iv.v.Close()
+	}
+	if !h.directIO {
+		h.n.hmu.Lock()
+		delete(h.n.handles, h)
+		h.n.hmu.Unlock()
 	}
 	if h.release != nil {
 		h.release()
