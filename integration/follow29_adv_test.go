@@ -99,10 +99,12 @@ func TestRead29FollowTruncatedUncommitted(t *testing.T) {
 			cut := b.do("truncate " + strconv.Itoa(int(hw)))
 			cutAt = cut
 			defer func() { cutAt = 1 << 62 }()
+			p := followed29(t, l)
+			// The follower sees the cut before the broker writes past it.
+			eventually(t, "the follower to see the cut", func() bool { return tryRender29(p) == expectedValues(0, hw, nil) })
 			end = b.do("write 400")
 			want := expectedValues(0, end, nil)
-			p := followed29(t, l)
-			eventually(t, "the follower to see the cut", func() bool { return tryRender29(p) == want })
+			eventually(t, "the follower to see the records after the cut", func() bool { return tryRender29(p) == want })
 			require.Equal(t, want, sh(t, "cat %s", q(file)), "the first cat once the log shows the cut")
 		})
 	}
