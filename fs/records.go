@@ -229,6 +229,31 @@ type recordNode struct {
 
 	hmu     sync.Mutex
 	handles map[*recordHandle]struct{} // open through the page cache, GUARDED_BY(hmu)
+	// gen is the partition's Rewrites when an open last dropped the
+	// kernel's pages of the file (see cacheState), GUARDED_BY(hmu).
+	gen uint64
+}
+
+// cacheState says how an open of the file may use the kernel's pages of
+// it, given the partition's Rewrites now (gen). They are kept
+// (FOPEN_KEEP_CACHE) while no record they may hold was replaced since an
+// open last dropped them. Once one may have been (a followed broker's
+// cleaner or a truncation, a cluster copy reset), the open drops them (no
+// FOPEN_KEEP_CACHE), unless a file opened before is still open through
+// them: its views may still read the old records into them, so this open
+// reads with direct I/O instead.
+func (n *recordNode) cacheState() (gen uint64, direct, keep bool) {
+	gen = n.ps.p.Rewrites()
+	n.hmu.Lock()
+	defer n.hmu.Unlock()
+	switch {
+	case n.gen == gen:
+		return gen, false, true
+	case len(n.handles) == 0:
+		return gen, false, false
+	default:
+		return gen, true, false
+	}
 }
 
 // openHandles returns the handles open through the page cache.
@@ -334,12 +359,23 @@ func (n *recordNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		return nil, 0, syscall.EACCES
 	}
-	h, err := n.open(ctx, n.ps.f.opts.DirectIO)
+	directIO, keep, gen := n.ps.f.opts.DirectIO, true, uint64(0)
+	if !directIO {
+		gen, directIO, keep = n.cacheState()
+	}
+	h, err := n.open(ctx, directIO)
 	if err != nil {
 		return nil, 0, n.ps.f.errno(err, "open", n.ps.path(n.name()))
 	}
 	if h.directIO {
 		return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
+	}
+	if !keep {
+		// The kernel drops the file's pages as it opens it.
+		n.hmu.Lock()
+		n.gen = max(n.gen, gen)
+		n.hmu.Unlock()
+		return h, fuse.FOPEN_NOFLUSH, 0
 	}
 	return h, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
 }

@@ -91,6 +91,7 @@ func (p *Partition) ResetFetched(start record.Offset, batches [][]byte) error {
 	seg.seq = old[len(old)-1].seq + 2
 	p.layouts++
 	seg.layout = p.layouts
+	p.rewrites.Add(1)
 	p.start.Store(int64(base))
 	p.end.Store(int64(base))
 	p.flushedTo.Store(int64(base))

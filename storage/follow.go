@@ -384,6 +384,7 @@ func (p *Partition) catchUp() error {
 			if i == len(segs)-1 {
 				ns.frozen.Store(false)
 			}
+			p.rewrites.Add(1)
 			segs[i] = ns
 			s.release() // its readers finish the old file, renamed *.deleted
 			p.txn.reset()
@@ -395,6 +396,7 @@ func (p *Partition) catchUp() error {
 		}
 	}
 	if cutAt >= 0 {
+		p.rewrites.Add(1)
 		for _, s := range segs[cutAt:] {
 			s.cutAt(0)
 			s.release()
@@ -421,6 +423,7 @@ func (p *Partition) catchUp() error {
 			}
 			ns.seq, ns.layout = last.seq, last.layout
 			ns.frozen.Store(false)
+			p.rewrites.Add(1)
 			last.cutAt(same)
 			last.release()
 			segs[len(segs)-1] = ns

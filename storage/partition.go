@@ -43,6 +43,9 @@ type Partition struct {
 	start   atomic.Int64                  // log start offset
 	end     atomic.Int64                  // log end offset: the next offset to assign
 	changed atomic.Pointer[chan struct{}] // handed out by Changed, closed by notify; nil until asked for
+	// rewrites counts the changes that may have replaced records already
+	// shown by other records at the same offsets (Rewrites).
+	rewrites atomic.Uint64
 
 	// GUARDED_BY(mu)
 	builder record.Builder
@@ -119,6 +122,16 @@ func (p *Partition) Changed() <-chan struct{} {
 		}
 	}
 }
+
+// Rewrites counts the changes that may have replaced records the
+// partition had shown by other records at the same offsets, so that a
+// rendering read before may no longer be the partition's: a followed
+// broker's cleaner swapping a segment, a truncation, a cluster copy reset.
+// Appends, rolls and retention never do (they only add records, or delete
+// them from the front). It moves before the partition shows the new
+// records, so that a cache of renderings that notes it before it reads
+// them knows them to be of no older a partition than that.
+func (p *Partition) Rewrites() uint64 { return p.rewrites.Load() }
 
 // notify closes the channel Changed handed out, if it handed one out since
 // the last change: an append that nobody waits for makes no channel.
