@@ -273,6 +273,11 @@ type logFile struct {
 	base record.Offset
 	size int64
 	ino  uint64
+	// swapping: the base has no .log but a .log.swap, the cleaner's copy
+	// between the renames of its swap (the old .log is .deleted already,
+	// the copy becomes the .log next). The segment is still there: not
+	// deleted, not cut, not replaced yet (ino is 0).
+	swapping bool
 }
 
 // listLogs returns the partition folder's .log files in base order.
@@ -282,8 +287,15 @@ func (p *Partition) listLogs() ([]logFile, error) {
 		return nil, err
 	}
 	var out []logFile
+	swaps := map[record.Offset]int64{}
 	for _, e := range entries {
 		base, suffix, ok := layout.ParseSegmentFileName(e.Name())
+		if ok && suffix == layout.LogSuffix+layout.SwapSuffix {
+			if st, err := p.topic.log.fs.Stat(filepath.Join(p.dir, e.Name())); err == nil {
+				swaps[base] = st.Size()
+			}
+			continue
+		}
 		if !ok || suffix != layout.LogSuffix {
 			continue
 		}
@@ -296,6 +308,12 @@ func (p *Partition) listLogs() ([]logFile, error) {
 			lf.ino = sys.Ino
 		}
 		out = append(out, lf)
+		delete(swaps, base)
+	}
+	for base, size := range swaps {
+		if !slices.ContainsFunc(out, func(f logFile) bool { return f.base == base }) {
+			out = append(out, logFile{base: base, size: size, swapping: true})
+		}
 	}
 	slices.SortFunc(out, func(a, b logFile) int { return int(a.base - b.base) })
 	return out, nil
@@ -408,7 +426,7 @@ func (p *Partition) catchUp() error {
 
 	// The last segment we have: grown, truncated, or rolled.
 	last := segs[len(segs)-1]
-	if f, ok := onDisk[last.base]; ok {
+	if f, ok := onDisk[last.base]; ok && !f.swapping {
 		size := record.Position(last.size.Load())
 		if same := last.unchanged(record.Position(f.size)); same >= 0 || cutAt >= 0 {
 			if same < 0 {
@@ -435,7 +453,7 @@ func (p *Partition) catchUp() error {
 	}
 	// New segments after it: rolls.
 	for _, f := range files {
-		if f.base <= last.base {
+		if f.base <= last.base || f.swapping {
 			continue
 		}
 		if err := p.grow(last); err != nil {
