@@ -136,6 +136,12 @@
 // the mount does so before its write(2) returns, the notifier as soon as
 // the partition changes, and Getattr and Lookup wait for it when it is
 // still to be done (cache.go has the order of events and why the store).
+// On a followed broker or a cluster, records already shown can be replaced
+// by others at the same offsets (a cleaner's swap, a truncation, a copy
+// reset; storage.Partition.Rewrites counts them): the next open of a file
+// then drops its pages (no FOPEN_KEEP_CACHE), or, while a file opened
+// before is still open through them, reads with direct I/O
+// (recordNode.cacheState).
 //
 // Other attributes (directories, append, info) are cached for AttrTimeout
 // (1 s) and invalidated when the partition changes: the notifier sleeps
