@@ -154,21 +154,45 @@ func (ps *partState) dropShort() {
 	clear(ps.shorts)
 	ps.mu.Unlock()
 	ps.gate.Unlock()
-	var page [pageSize]byte
+	var rest []byte
 	for _, d := range drops {
 		from := d.end &^ (pageSize - 1)
-		// The stale page first, then the rest of it as it is now, which
-		// moves the kernel's size past the old end; then the page again,
-		// in case the store left it cached short. ENOENT means the
-		// kernel dropped the inode, pages and all.
+		// The stale pages first, then what there is now from the old end
+		// on, which moves the kernel's size past it; then the pages
+		// again, in case the store left the last one cached short.
+		// ENOENT means the kernel dropped the inode, pages and all.
+		//
+		// The kernel does not drop a page that another reader holds at
+		// that moment, and says nothing: such a page keeps its zeros
+		// after the old end. The store writes over them, as far as the
+		// short read's zeros may reach (storeMax), and where it ends
+		// inside a page, that end is noted as a short read's is, so that
+		// the next growth drops and stores again.
 		d.n.NotifyContent(from, 0)
-		if k := ps.renderAt(d.n, page[:from+pageSize-d.end], d.end); k > 0 {
-			d.n.WriteCache(d.end, page[:k])
+		if rest == nil {
+			rest = make([]byte, storeMax)
+		}
+		if k := ps.renderAt(d.n, rest, d.end); k > 0 {
+			end := d.end + int64(k)
+			d.n.report(end) // the store moves the kernel's size on
+			d.n.WriteCache(d.end, rest[:k])
 			d.n.NotifyContent(from, 0)
+			if end%pageSize != 0 {
+				d.n.tail.gate.RLock()
+				if d.n.tail.noteShort(end) {
+					ps.noted(d.n)
+				}
+				d.n.tail.gate.RUnlock()
+			}
 		}
 		d.n.tail.dropped()
 	}
 }
+
+// storeMax is the most a drop stores past a short read's end: the largest
+// request (DefaultMaxWrite), whose pages after its end the kernel filled
+// with zeros.
+const storeMax = DefaultMaxWrite
 
 // renderAt reads n's bytes at off into b, as many as there are now; 0 on
 // any error (the drop then stores nothing, and the kernel keeps the old

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -226,6 +227,12 @@ type recordNode struct {
 	start  record.Offset
 
 	tail tailPage // reads served short, see cache.go
+	// reported is the largest size the kernel was told of the file (by
+	// Getattr, Lookup or a drop's store), so that a read never ends short
+	// of it: the kernel would keep the rest of the page as zeros within
+	// the file. Raised under tail.gate held exclusively, or before the
+	// store that tells the kernel.
+	reported atomic.Int64
 
 	hmu     sync.Mutex
 	handles map[*recordHandle]struct{} // open through the page cache, GUARDED_BY(hmu)
@@ -292,6 +299,7 @@ func (n *recordNode) size(ctx context.Context, fh gofs.FileHandle) (int64, error
 	kick := false
 	if err == nil {
 		wait, kick = n.tail.beforeSize(size)
+		n.report(size)
 	}
 	n.tail.gate.Unlock()
 	if err != nil {
@@ -304,6 +312,16 @@ func (n *recordNode) size(ctx context.Context, fh gofs.FileHandle) (int64, error
 		return 0, err
 	}
 	return size, nil
+}
+
+// report notes that the kernel is told the file is size bytes long.
+func (n *recordNode) report(size int64) {
+	for {
+		old := n.reported.Load()
+		if size <= old || n.reported.CompareAndSwap(old, size) {
+			return
+		}
+	}
 }
 
 func (n *recordNode) viewSize(ctx context.Context, fh gofs.FileHandle) (int64, error) {
@@ -544,7 +562,11 @@ func (h *recordHandle) size() (int64, error) {
 		h.mu.Lock()
 		served := h.gapServed
 		h.mu.Unlock()
-		if !served {
+		// Reported already (the bytes before the gap were read through
+		// this file, or another): the kernel has the size, and asks again
+		// only for a read past it, which must fail. Reporting it again
+		// would have that read end there as if the file did.
+		if !served && n > h.n.reported.Load() {
 			return n, nil
 		}
 	}
@@ -588,17 +610,33 @@ func (h *recordHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.R
 	}
 	dest = getReadBuf(len(dest)) // not go-fuse's: see readbuf.go
 	n, err := iv.v.ReadAt(dest, off)
-	if n > 0 && n < len(dest) && (err == nil || err == io.EOF) {
-		// Short: the end of what there is now, or a bad batch (or a gap
-		// retention left) that the next read would fail at.
-		var probe [1]byte
-		_, err = iv.v.ReadAt(probe[:], off+int64(n))
+	// A reply short of the request is the end of the file to the kernel,
+	// which keeps the rest of the page as zeros: it must end where the file
+	// does now. A render ends where its view saw the end when it began, so
+	// records appended or rolled in meanwhile, which a drop's store may
+	// have told the kernel of already, are read on; and where the view
+	// stops, the next read says why: the end (io.EOF), a bad batch, or a
+	// gap retention left.
+	short := n > 0 && n < len(dest) && err == nil
+	for n > 0 && n < len(dest) && err == nil {
+		var k int
+		k, err = iv.v.ReadAt(dest[n:], off+int64(n))
+		n += k
+	}
+	if short && n < len(dest) {
 		if errors.Is(err, storage.ErrDeleted) {
 			// At a gap retention left: the end of what the view holds,
 			// which is the size the handle reported (size); the next
-			// Getattr fails.
+			// Getattr fails. Unless the kernel was told of a larger size
+			// (by another of the handle's views, which pinned segments
+			// past this one's gap, or by another open file): an end of
+			// file short of it would leave the rest of the page as zeros
+			// inside the file, which the kernel serves as its bytes. The
+			// read fails instead, as a read past the gap does.
 			if held, _ := iv.v.Held(); held == off+int64(n) {
-				err = io.EOF
+				if held >= h.n.reported.Load() {
+					err = io.EOF
+				}
 				h.mu.Lock()
 				h.gapServed = true
 				h.mu.Unlock()
