@@ -287,36 +287,44 @@ func (p *Partition) listLogs() ([]logFile, error) {
 		return nil, err
 	}
 	var out []logFile
-	swaps := map[record.Offset]int64{}
+	seen := map[record.Offset]bool{}
 	for _, e := range entries {
 		base, suffix, ok := layout.ParseSegmentFileName(e.Name())
-		if ok && suffix == layout.LogSuffix+layout.SwapSuffix {
-			if st, err := p.topic.log.fs.Stat(filepath.Join(p.dir, e.Name())); err == nil {
-				swaps[base] = st.Size()
-			}
+		if !ok || suffix != layout.LogSuffix && suffix != layout.LogSuffix+layout.SwapSuffix || seen[base] {
 			continue
 		}
-		if !ok || suffix != layout.LogSuffix {
-			continue
+		seen[base] = true
+		st, swapping, ok := p.statLog(base)
+		if !ok {
+			continue // deleted since the listing
 		}
-		st, err := p.topic.log.fs.Stat(filepath.Join(p.dir, e.Name()))
-		if err != nil {
-			continue // renamed away since the listing
-		}
-		lf := logFile{base: base, size: st.Size()}
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		lf := logFile{base: base, size: st.Size(), swapping: swapping}
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok && !swapping {
 			lf.ino = sys.Ino
 		}
 		out = append(out, lf)
-		delete(swaps, base)
-	}
-	for base, size := range swaps {
-		if !slices.ContainsFunc(out, func(f logFile) bool { return f.base == base }) {
-			out = append(out, logFile{base: base, size: size, swapping: true})
-		}
 	}
 	slices.SortFunc(out, func(a, b logFile) int { return int(a.base - b.base) })
 	return out, nil
+}
+
+// statLog stats the .log of the segment at base, or, between the renames
+// of a cleaner's swap, its .log.swap (swapping). A swap renames the .log
+// away and then the .log.swap into its place, so one of the two is there
+// at any moment; but a look at each in turn can miss both, when the
+// second rename falls between them, and it looks again. Neither there
+// after that: the segment was deleted.
+func (p *Partition) statLog(base record.Offset) (st os.FileInfo, swapping, ok bool) {
+	name := filepath.Join(p.dir, layout.SegmentFileName(base, layout.LogSuffix))
+	for range 3 {
+		if st, err := p.topic.log.fs.Stat(name); err == nil {
+			return st, false, true
+		}
+		if st, err := p.topic.log.fs.Stat(name + layout.SwapSuffix); err == nil {
+			return st, true, true
+		}
+	}
+	return nil, false, false
 }
 
 // refresh brings a followed partition up to date with its folder.
