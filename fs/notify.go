@@ -154,7 +154,12 @@ func (ps *partState) dropShort() {
 	clear(ps.shorts)
 	ps.mu.Unlock()
 	ps.gate.Unlock()
-	var rest []byte
+	var rest []byte // from the read buffers' pool: a drop per append of a file read to its end
+	defer func() {
+		if rest != nil {
+			putReadBuf(rest)
+		}
+	}()
 	for _, d := range drops {
 		from := d.end &^ (pageSize - 1)
 		// The stale pages first, then what there is now from the old end
@@ -170,7 +175,7 @@ func (ps *partState) dropShort() {
 		// the next growth drops and stores again.
 		d.n.NotifyContent(from, 0)
 		if rest == nil {
-			rest = make([]byte, storeMax)
+			rest = getReadBuf(storeMax)
 		}
 		if k := ps.renderAt(d.n, rest, d.end); k > 0 {
 			end := d.end + int64(k)
