@@ -300,6 +300,14 @@ func (n *recordNode) size(ctx context.Context, fh gofs.FileHandle) (int64, error
 	if err == nil {
 		wait, kick = n.tail.beforeSize(size)
 		n.report(size)
+		// The kernel zeroes the page that holds a size it is told, past
+		// that size (truncate_pagecache, as a file extended by truncate
+		// gets), though a read may have filled it with records past it;
+		// so that page is dropped before a larger size is told, as a short
+		// read's last page is.
+		if size%pageSize != 0 && n.tail.noteShort(size) {
+			n.ps.noted(n)
+		}
 	}
 	n.tail.gate.Unlock()
 	if err != nil {
@@ -348,6 +356,11 @@ func kernelSize(size int64, stopped bool) int64 {
 	return size
 }
 
+// getattrHook, when set (by a test, before mounting), is called by a
+// record file's Getattr with the size it is about to reply: a test holds
+// the reply back with it.
+var getattrHook func(size int64)
+
 func (n *recordNode) name() string {
 	return "offset/" + formatName(strconv.FormatInt(int64(n.start), 10), n.format)
 }
@@ -357,6 +370,9 @@ func (n *recordNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.
 	size, err := n.size(ctx, fh)
 	if err != nil {
 		return n.ps.f.errno(err, "getattr", n.ps.path(n.name()))
+	}
+	if getattrHook != nil {
+		getattrHook(size)
 	}
 	n.ps.f.setAttr(&out.Attr, n.ino, modeRead, size, n.ps.p.ModTime())
 	// Never cached: a read past the size the kernel knows then asks for it
