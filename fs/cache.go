@@ -9,26 +9,33 @@ import (
 // the kernel is asked never to drop a file's cached pages on its own
 // (FUSE_EXPLICIT_INVAL_DATA; FUSE_AUTO_INVAL_DATA would drop them all each
 // time the file grows). That is right because a record file's bytes never
-// change: it only grows. One thing can go stale: a read that reaches the
-// end of what there is now is answered short, and the kernel keeps the
-// rest of that page as zeros. That is harmless while the kernel thinks the
-// file ends there; once it learns a larger size, those zeros would be
-// read as if they were the new records.
+// change: it only grows. What can go stale is the page that holds an end
+// the kernel was given, past that end:
+//   - a read that reaches the end of what there is now is answered short,
+//     and the kernel keeps the rest of the request as zeros;
+//   - a size the kernel is told (Getattr, Lookup) makes it zero the page
+//     that holds it, past it, as for a file extended by truncate
+//     (truncate_pagecache), though a read may have filled that page with
+//     the records past it: a GETATTR reply taken before that read and
+//     applied after it (nothing orders the two) did so.
+// Both are harmless while the kernel thinks the file ends there; once it
+// learns a larger size, those zeros would be read as if they were records.
 //
 // The kernel learns sizes from Getattr and Lookup (a record file's
 // attributes are never cached: it asks whenever a read goes past the size
-// it knows, and on every stat). So a short read notes where it ended, and
-// before a size beyond a noted end is reported, the file's pages from that
-// end on are dropped (NotifyContent) and the rest of that page is stored
-// into the kernel's cache (WriteCache), by the partition's notifier,
-// outside any operation. The store matters: the kernel throws away the
-// attributes of a Getattr that was on its way while a notification about
-// the same inode came (FUSE attribute versions), so the reader that asked
-// would see the old end; the store itself moves the kernel's size on past
-// it. Drops are also done as soon as the partition grows: by the append
-// path through the mount before its write(2) returns, and by the notifier
-// when it sees the change (an append by the storage API or the cluster
-// copy), so that a Getattr rarely has to wait for one.
+// it knows, and on every stat). So a short read notes where it ended, a
+// size told inside a page notes itself, and before a size beyond a noted
+// end is reported, the file's pages from that end on are dropped
+// (NotifyContent) and the file's last bytes are stored into the kernel's
+// cache (WriteCache), by the partition's notifier, outside any operation.
+// The store matters: the kernel throws away the attributes of a Getattr
+// that was on its way while a notification about the same inode came
+// (FUSE attribute versions), so the reader that asked would see the old
+// end; the store itself moves the kernel's size to the end. Drops are also
+// done as soon as the partition grows: by the append path through the
+// mount before its write(2) returns, and by the notifier when it sees the
+// change (an append by the storage API or the cluster copy), so that a
+// Getattr rarely has to wait for one.
 //
 // Two gates order notes and sizes. A read holds its file's gate and its
 // partition's gate shared from its render until it has noted a short end.
@@ -38,22 +45,24 @@ import (
 // only grows), so its own short end lies at or beyond it. A drop takes
 // the partition's gate exclusively to collect the notes, so that the
 // append path, which drops after its append, also drops the notes of
-// renders that were under way during it.
+// renders that were under way during it. And a drop renders the end it
+// stores before it drops the pages: a read that rendered before ended at
+// or short of it, and its pages are dropped; one that renders after ends
+// at or past it. So the store exposes no zeros of a read noted after the
+// drop collected the notes.
 //
-// The kernel does not drop a page another reader holds at the moment of
-// the drop, and says nothing of it: such a page keeps its zeros after the
-// old end. So the store goes past that page, over as much of what follows
-// as there is now, up to a whole request (the most a short read can have
-// filled with zeros), and where it ends inside a page, that end is noted
-// as a short read's is. Readers are still served zeros now and then while
-// records are appended and other readers read the same file (stop 29:
-// about one run in fifty of TestRead29WritersAndReaders and
-// TestRead29ReadersAcrossRetention, LOGFS_ZEROS29=1); the rest of the
-// cause is not found yet. Direct I/O does not meet it.
+// One window stays open: the kernel takes the pages it copies from before
+// it reads the file's size, so a reader that took a stale page just
+// before a drop and reads the size just after the store would copy its
+// zeros. Nothing tells the server when a reader lets go of a page. The
+// stress tests (TestRead29WritersAndReaders,
+// TestRead29ReadersAcrossRetention) have not met it since the size notes
+// came: 0 in 854 runs, against about one in a hundred before.
 //
 // A file that does not grow costs nothing: a reader polling its end (tail
 // -f) reads the last page from the cache again and again. A growth after
-// a short read costs two notifications and a READ of that last page again.
+// a short read, or after a size was told, costs two notifications, a
+// store of at most a page, and a READ of that last page again.
 
 // pageSize is the kernel's page size (a drop is rounded down to it; large
 // folios are dropped whole).

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -109,8 +110,9 @@ func (ps *partState) recordHandedOut(n *recordNode) {
 	ps.mu.Unlock()
 }
 
-// noted adds n to the files with a short read noted (see cache.go). It is
-// called with gate held shared.
+// noted adds n to the files with an end noted (see cache.go): by a read,
+// with gate held shared, so that a drop collects the notes of the renders
+// under way; by a size or a store, after the note.
 func (ps *partState) noted(n *recordNode) {
 	ps.mu.Lock()
 	ps.shorts[n] = struct{}{}
@@ -154,34 +156,43 @@ func (ps *partState) dropShort() {
 	clear(ps.shorts)
 	ps.mu.Unlock()
 	ps.gate.Unlock()
-	var rest []byte // from the read buffers' pool: a drop per append of a file read to its end
+	// The end of each file as it is now, rendered before the stale pages
+	// are dropped: a read that rendered before this render ended short of
+	// this end, and its pages, in the kernel's cache before the request
+	// was sent, are dropped below; one that renders after it ends at or
+	// past it. So the size the store tells the kernel exposes no page a
+	// short read filled with zeros, noted or not.
+	type store struct {
+		at  int64
+		buf []byte // from the read buffers' pool: a drop per append of a file read to its end
+		k   int
+	}
+	stores := make([]store, len(drops))
 	defer func() {
-		if rest != nil {
-			putReadBuf(rest)
+		for _, st := range stores {
+			putReadBuf(st.buf)
 		}
 	}()
+	for i, d := range drops {
+		st := &stores[i]
+		st.buf = getReadBuf(storeLen)
+		st.at, st.k = ps.renderEnd(d.n, st.buf, d.end)
+	}
+	// The stale pages; ENOENT means the kernel dropped the inode, pages
+	// and all.
 	for _, d := range drops {
-		from := d.end &^ (pageSize - 1)
-		// The stale pages first, then what there is now from the old end
-		// on, which moves the kernel's size past it; then the pages
-		// again, in case the store left the last one cached short.
-		// ENOENT means the kernel dropped the inode, pages and all.
-		//
-		// The kernel does not drop a page that another reader holds at
-		// that moment, and says nothing: such a page keeps its zeros
-		// after the old end. The store writes over them, as far as the
-		// short read's zeros may reach (storeMax), and where it ends
-		// inside a page, that end is noted as a short read's is, so that
-		// the next growth drops and stores again.
-		d.n.NotifyContent(from, 0)
-		if rest == nil {
-			rest = getReadBuf(storeMax)
-		}
-		if k := ps.renderAt(d.n, rest, d.end); k > 0 {
-			end := d.end + int64(k)
-			d.n.report(end) // the store moves the kernel's size on
-			d.n.WriteCache(d.end, rest[:k])
-			d.n.NotifyContent(from, 0)
+		d.n.NotifyContent(d.end&^(pageSize-1), 0)
+	}
+	// Then the store, which moves the kernel's size on, and the pages
+	// again, in case the store left the last one cached short; where it
+	// ends inside a page, that end is noted as a short read's is, so that
+	// the next growth drops and stores again.
+	for i, d := range drops {
+		if st := stores[i]; st.k > 0 {
+			end := st.at + int64(st.k)
+			d.n.report(end)
+			d.n.WriteCache(st.at, st.buf[:st.k])
+			d.n.NotifyContent(d.end&^(pageSize-1), 0)
 			if end%pageSize != 0 {
 				d.n.tail.gate.RLock()
 				if d.n.tail.noteShort(end) {
@@ -194,35 +205,44 @@ func (ps *partState) dropShort() {
 	}
 }
 
-// storeMax is the most a drop stores past a short read's end: the largest
-// request (DefaultMaxWrite), whose pages after its end the kernel filled
-// with zeros.
-const storeMax = DefaultMaxWrite
+// storeLen is the most a drop stores: the last bytes of the file, which
+// move the kernel's size to its end. The pages before them were dropped,
+// and the kernel reads them when a reader asks.
+const storeLen = pageSize
 
-// renderAt reads n's bytes at off into b, as many as there are now; 0 on
-// any error (the drop then stores nothing, and the kernel keeps the old
-// end for the GETATTR the drop overtook). When retention deleted n's
-// start, no new view of it opens, but the views of its open handles still
-// hold the segments they pinned, which is where its readers read.
-func (ps *partState) renderAt(n *recordNode, b []byte, off int64) int {
+// renderEnd reads into b the last bytes n holds now, as many as b holds
+// and none before from, and returns where they start and how many there
+// are; 0 on any error (the drop then stores nothing, and the kernel keeps
+// the old end for the GETATTR the drop overtook). When retention deleted
+// n's start, no new view of it opens, but the views of its open handles
+// still hold the segments they pinned, which is where its readers read.
+func (ps *partState) renderEnd(n *recordNode, b []byte, from int64) (int64, int) {
+	end := func(v *storage.View) (int64, int) {
+		size, err := v.Held() // up to a gap retention left, if any
+		if err != nil && !errors.Is(err, storage.ErrDeleted) || size <= from {
+			return 0, 0
+		}
+		at := max(from, size-int64(len(b)))
+		k, _ := v.ReadAt(b[:size-at], at)
+		return at, k
+	}
 	v, err := ps.p.NewView(n.format, n.start)
 	if err == nil {
 		defer v.Close()
-		k, _ := v.ReadAt(b, off)
-		return k
+		return end(v)
 	}
 	for _, h := range n.openHandles() {
 		iv, err := h.takeView(-1)
 		if err != nil {
 			continue
 		}
-		k, _ := iv.v.ReadAt(b, off)
+		at, k := end(iv.v)
 		h.putView(iv)
 		if k > 0 {
-			return k
+			return at, k
 		}
 	}
-	return 0
+	return 0, 0
 }
 
 // forget drops n from the notifier's sets; the kernel has forgotten it.
