@@ -40,23 +40,6 @@ func seed29(t *testing.T) int64 {
 	return s
 }
 
-// zeros29 skips a test that meets, now and then, the open bug of stop 29:
-// a reader of a record file through the page cache is served zeros where
-// records are, while other readers of the same file read it and records
-// are appended (TestRead29ReadersAcrossRetention: 2-6 runs in 50;
-// TestRead29WritersAndReaders: about one in 40). The likely cause is in
-// the drop of a page served short (cache.go): the kernel does not drop a
-// page another reader holds at that moment, and says nothing (go-fuse's
-// NotifyContent returns no error for it), so the page keeps the zeros
-// after the short end once the file grows past it. Until that is fixed
-// the tests run only with LOGFS_ZEROS29=1, so that CI stays a verdict on
-// everything else.
-func zeros29(t *testing.T) {
-	if os.Getenv("LOGFS_ZEROS29") == "" {
-		t.Skip("meets the open bug of zeros served through the page cache now and then; LOGFS_ZEROS29=1 runs it (see zeros29)")
-	}
-}
-
 // rounds29 scales n by LOGFS_ROUNDS29 (default 1).
 func rounds29(n int) int {
 	k, err := strconv.Atoi(os.Getenv("LOGFS_ROUNDS29"))
@@ -332,7 +315,6 @@ func TestRead29AppendInterleave(t *testing.T) {
 // than was appended. When the writer stops, every reader that was not
 // overtaken reads on to exactly the end, and fstat says so.
 func TestRead29ReadersAcrossRetention(t *testing.T) {
-	zeros29(t)
 	seed := seed29(t)
 	l, _ := newLog(t, nil)
 	p := newPartition(t, l, "ret", storage.Overrides{"segment.bytes": 16 << 10, "retention.bytes": 96 << 10, "file.delete.delay.ms": 0})

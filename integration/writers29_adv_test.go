@@ -34,7 +34,6 @@ type sample29 struct {
 // every byte ever served must be the final one at its place), and every
 // size observed must end a record (no reader sees part of a batch).
 func TestRead29WritersAndReaders(t *testing.T) {
-	zeros29(t)
 	seed := seed29(t)
 	l, _ := newLog(t, nil)
 	p := newPartition(t, l, "wr", storage.Overrides{"segment.bytes": 64 << 10})
