@@ -184,22 +184,14 @@ func (ps *partState) dropShort() {
 		d.n.NotifyContent(d.end&^(pageSize-1), 0)
 	}
 	// Then the store, which moves the kernel's size on, and the pages
-	// again, in case the store left the last one cached short; where it
-	// ends inside a page, that end is noted as a short read's is, so that
-	// the next growth drops and stores again.
+	// again: the store's last page, inside the file's end, is cached with
+	// zeros after it. Nothing is left cached from the old end on, so the
+	// next growth needs no drop unless a read or a size notes one.
 	for i, d := range drops {
 		if st := stores[i]; st.k > 0 {
-			end := st.at + int64(st.k)
-			d.n.report(end)
+			d.n.report(st.at + int64(st.k))
 			d.n.WriteCache(st.at, st.buf[:st.k])
 			d.n.NotifyContent(d.end&^(pageSize-1), 0)
-			if end%pageSize != 0 {
-				d.n.tail.gate.RLock()
-				if d.n.tail.noteShort(end) {
-					ps.noted(d.n)
-				}
-				d.n.tail.gate.RUnlock()
-			}
 		}
 		d.n.tail.dropped()
 	}
