@@ -37,8 +37,9 @@ type partState struct {
 
 	stop     chan struct{} // closed to stop the notifier
 	stopOnce sync.Once
-	done     chan struct{} // closed when the notifier has returned
-	kick     chan struct{} // wakes the notifier for shorts; buffered
+	done     chan struct{}   // closed when the notifier has returned
+	kick     chan struct{}   // wakes the notifier for shorts; buffered
+	changed  <-chan struct{} // the first change the notifier waits for
 
 	// Lock order: partState.mu before nothing; it is never held while
 	// calling the kernel or storage.
@@ -67,13 +68,16 @@ type partState struct {
 
 func newPartState(f *logFS, p *storage.Partition) *partState {
 	return &partState{
-		f:       f,
-		p:       p,
-		topic:   p.Topic().Name(),
-		id:      p.ID(),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
-		kick:    make(chan struct{}, 1),
+		f:     f,
+		p:     p,
+		topic: p.Topic().Name(),
+		id:    p.ID(),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+		kick:  make(chan struct{}, 1),
+		// Taken now, not when the notifier starts running: a change
+		// meanwhile would be missed.
+		changed: p.Changed(),
 		records: make(map[uint64]*recordNode),
 		fresh:   make(map[*gofs.Inode]struct{}),
 		shorts:  make(map[*recordNode]struct{}),
@@ -260,7 +264,7 @@ func (ps *partState) forget(n *gofs.Inode) {
 // for during the burst comes by kick.
 func (ps *partState) run() {
 	defer close(ps.done)
-	ch := ps.p.Changed()
+	ch := ps.changed
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
