@@ -182,6 +182,9 @@ func (ps *partState) dropShort() {
 		st.buf = getReadBuf(storeLen)
 		st.at, st.k = ps.renderEnd(d.n, st.buf, d.end)
 	}
+	if dropHook != nil && len(drops) > 0 {
+		dropHook()
+	}
 	// The stale pages; ENOENT means the kernel dropped the inode, pages
 	// and all.
 	for _, d := range drops {
@@ -200,6 +203,11 @@ func (ps *partState) dropShort() {
 		d.n.tail.dropped()
 	}
 }
+
+// dropHook, when set (by a test, before mounting), is called by a drop
+// that has files to drop, after it rendered their ends and before it
+// notifies the kernel: a test lands an append there.
+var dropHook func()
 
 // storeLen is the most a drop stores: the last bytes of the file, which
 // move the kernel's size to its end. The pages before them were dropped,
