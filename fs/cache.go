@@ -31,7 +31,10 @@ import (
 // The store matters: the kernel throws away the attributes of a Getattr
 // that was on its way while a notification about the same inode came
 // (FUSE attribute versions), so the reader that asked would see the old
-// end; the store itself moves the kernel's size to the end. Drops are also
+// end; the store itself moves the kernel's size to the end. A drop whose
+// render found nothing past the noted end renders again after its
+// notification: an append that returned before a reader's GETATTR was
+// sent is then in the store, though the reply is thrown away. Drops are also
 // done as soon as the partition grows: by the append path through the
 // mount before its write(2) returns, and by the notifier when it sees the
 // change (an append by the storage API or the cluster copy), so that a

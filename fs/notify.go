@@ -190,6 +190,19 @@ func (ps *partState) dropShort() {
 	for _, d := range drops {
 		d.n.NotifyContent(d.end&^(pageSize-1), 0)
 	}
+	// A notification makes the kernel throw away the reply of a GETATTR
+	// it had sent for the file (FUSE attribute versions), so what was
+	// appended before it must reach the kernel by a store: a reader whose
+	// read began after the append returned would see the old end.
+	// Where nothing had grown at the render, the end is rendered again
+	// now, and its pages dropped again, as before a store.
+	for i, d := range drops {
+		if st := &stores[i]; st.k == 0 {
+			if st.at, st.k = ps.renderEnd(d.n, st.buf, d.end); st.k > 0 {
+				d.n.NotifyContent(d.end&^(pageSize-1), 0)
+			}
+		}
+	}
 	// Then the store, which moves the kernel's size on, and the pages
 	// again: the store's last page, inside the file's end, is cached with
 	// zeros after it. Nothing is left cached from the old end on, so the
