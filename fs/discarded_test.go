@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/logfs/logfs/internal/fusetest"
-	"github.com/logfs/logfs/storage"
 )
 
 // TestGrowthDuringDropIsRead replays, in order, a race that served an end
@@ -24,13 +23,7 @@ import (
 // notified.
 func TestGrowthDuringDropIsRead(t *testing.T) {
 	fusetest.Require(t)
-	l, err := storage.Open(t.TempDir(), storage.Options{RetentionCheckInterval: -1})
-	require.NoError(t, err)
-	defer l.Close()
-	top, err := l.CreateTopic("d", 1, nil)
-	require.NoError(t, err)
-	p, err := top.Partition(0)
-	require.NoError(t, err)
+	l, p := newMountedPartition(t, "d")
 	add := func(v string) {
 		_, err := p.AppendValues([][]byte{[]byte(v)})
 		require.NoError(t, err)

@@ -118,6 +118,20 @@ func newTestPartition(t *testing.T, defaults storage.Overrides) (*storage.Partit
 	return p, f.partition(p)
 }
 
+// newMountedPartition opens a log with one partition, topic, to mount in
+// a test; the log is closed when the test ends, after its own defers.
+func newMountedPartition(t *testing.T, topic string) (*storage.Log, *storage.Partition) {
+	t.Helper()
+	l, err := storage.Open(t.TempDir(), storage.Options{Logger: quietLogger(), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	top, err := l.CreateTopic(topic, 1, nil)
+	require.NoError(t, err)
+	p, err := top.Partition(0)
+	require.NoError(t, err)
+	return l, p
+}
+
 // values reads the partition's values, one per line.
 func values(t *testing.T, p *storage.Partition) []string {
 	t.Helper()

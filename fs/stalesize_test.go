@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/logfs/logfs/internal/fusetest"
-	"github.com/logfs/logfs/storage"
 )
 
 // TestStaleSizeZeroesNoRecord replays, in order, a race that served zeros
@@ -21,13 +20,7 @@ import (
 // zeros. The size told must be dropped like a short read's end.
 func TestStaleSizeZeroesNoRecord(t *testing.T) {
 	fusetest.Require(t)
-	l, err := storage.Open(t.TempDir(), storage.Options{RetentionCheckInterval: -1})
-	require.NoError(t, err)
-	defer l.Close()
-	top, err := l.CreateTopic("z", 1, nil)
-	require.NoError(t, err)
-	p, err := top.Partition(0)
-	require.NoError(t, err)
+	l, p := newMountedPartition(t, "z")
 	var want bytes.Buffer
 	add := func(vs ...string) {
 		t.Helper()
