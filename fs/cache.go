@@ -28,18 +28,30 @@ import (
 // end is reported, the file's pages from that end on are dropped
 // (NotifyContent) and the file's last bytes are stored into the kernel's
 // cache (WriteCache), by the partition's notifier, outside any operation.
-// The store matters: the kernel throws away the attributes of a Getattr
-// that was on its way while a notification about the same inode came
-// (FUSE attribute versions), so the reader that asked would see the old
-// end; the store itself moves the kernel's size to the end. A drop whose
-// render found nothing past the noted end renders again after its
-// notification: an append that returned before a reader's GETATTR was
-// sent is then in the store, though the reply is thrown away. Drops are also
-// done as soon as the partition grows: by the append path through the
-// mount before its write(2) returns, and by the notifier when it sees the
-// change (an append by the storage API or the cluster copy), so that a
-// Getattr rarely has to wait for one.
 //
+// The order of a drop matters because the kernel throws away the reply of
+// a GETATTR it had sent before any notification about the same inode
+// came (FUSE attribute versions): the reader that asked keeps the size it
+// had, and a reader at that size reads an end of file. So the sizes such
+// a reply told must reach the kernel another way, by the store, which
+// moves the kernel's size to the file's end:
+//   - the store covers the noted end, even where nothing grew past it,
+//     since the GETATTR whose size was noted may be the one thrown away;
+//   - a drop whose render found nothing past the noted end renders again
+//     after its notification, so that an append that returned before a
+//     reader's GETATTR was sent is in the store;
+//   - the store is the drop's last word: a store throws no reply away
+//     unless it moves the kernel's size on, and then past the position of
+//     any reader that asked. Its last page, inside the file's end, is
+//     cached with zeros after it, so that end is kept (tailPage.stored)
+//     and becomes a note when a larger size is about to be told; a
+//     Getattr that waited for a drop under way checks it again.
+// Drops are also done as soon as the partition grows: by the append path
+// through the mount before its write(2) returns, and by the notifier when
+// it sees the change (an append by the storage API or the cluster copy),
+// so that a Getattr rarely has to wait for one. A store's end waits for a
+// larger size, so a file nobody reads pays no drop for its appends.
+
 // Two gates order notes and sizes. A read holds its file's gate and its
 // partition's gate shared from its render until it has noted a short end.
 // Getattr and Lookup take the file's gate exclusively to take a size: a
@@ -64,8 +76,8 @@ import (
 //
 // A file that does not grow costs nothing: a reader polling its end (tail
 // -f) reads the last page from the cache again and again. A growth after
-// a short read, or after a size was told, costs two notifications, a
-// store of at most a page, and a READ of that last page again.
+// a short read, or after a size was told, costs one or two notifications,
+// a store of at most a page, and a READ of that last page again.
 
 // pageSize is the kernel's page size (a drop is rounded down to it; large
 // folios are dropped whole).
@@ -78,9 +90,14 @@ type tailPage struct {
 	// a short end, and exclusively while a size is taken.
 	gate sync.RWMutex
 
-	mu      sync.Mutex
-	noted   bool          // a short read was served since the last drop; GUARDED_BY(mu)
-	end     int64         // the lowest end of one, if noted; GUARDED_BY(mu)
+	mu    sync.Mutex
+	noted bool  // a short read was served since the last drop; GUARDED_BY(mu)
+	end   int64 // the lowest end of one, if noted; GUARDED_BY(mu)
+	// stored is the end of the last drop's store where it lies inside a
+	// page, else 0: the kernel holds that page with zeros past it. It
+	// becomes a note only when a larger size is about to be told, so that
+	// a file nobody reads pays no drop for its appends. GUARDED_BY(mu)
+	stored  int64
 	waiting chan struct{} // closed when the next drop is done; nil if nobody waits; GUARDED_BY(mu)
 	drop    chan struct{} // closed when the drop under way is done; nil if none; GUARDED_BY(mu)
 }
@@ -98,12 +115,19 @@ func (t *tailPage) noteShort(end int64) (first bool) {
 }
 
 // beforeSize is called with gate held exclusively, with the size about to
-// be reported. It returns a channel to wait on before reporting it (closed
-// when the drop it needs, or the one under way, is done), or nil; kick
-// says the notifier must be asked for a drop.
+// be reported, and again after waiting. It returns a channel to wait on
+// before reporting it (closed when the drop it needs, or the one under
+// way, is done), or nil; kick says the notifier must be asked for a drop.
+// A store's end short of size becomes the note.
 func (t *tailPage) beforeSize(size int64) (wait <-chan struct{}, kick bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.stored > 0 && size > t.stored {
+		if !t.noted || t.stored < t.end {
+			t.noted, t.end = true, t.stored
+		}
+		t.stored = 0
+	}
 	if t.noted && size > t.end {
 		if t.waiting == nil {
 			t.waiting = make(chan struct{})
@@ -129,9 +153,13 @@ func (t *tailPage) startDrop() (end int64, ok bool) {
 	return t.end, true
 }
 
-// dropped ends the drop startDrop began.
-func (t *tailPage) dropped() {
+// dropped ends the drop startDrop began; stored is where its store ended
+// (0 if it stored nothing).
+func (t *tailPage) dropped(stored int64) {
 	t.mu.Lock()
+	if stored%pageSize != 0 {
+		t.stored = stored
+	}
 	close(t.drop)
 	t.drop = nil
 	t.mu.Unlock()
@@ -140,7 +168,7 @@ func (t *tailPage) dropped() {
 // forget drops the note: the kernel forgot the file, and its pages.
 func (t *tailPage) forget() {
 	t.mu.Lock()
-	t.noted = false
+	t.noted, t.stored = false, 0
 	if t.waiting != nil {
 		close(t.waiting)
 		t.waiting = nil

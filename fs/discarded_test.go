@@ -20,8 +20,14 @@ import (
 // drop's notification made the kernel throw that GETATTR's reply away
 // (FUSE attribute versions), so the reader kept the old size. A drop must
 // leave the kernel a size that holds what was appended before it
-// notified.
+// notified. The append lands at each step of the drop.
 func TestGrowthDuringDropIsRead(t *testing.T) {
+	for _, step := range []string{"rendered", "storing"} {
+		t.Run(step, func(t *testing.T) { growthDuringDrop(t, step) })
+	}
+}
+
+func growthDuringDrop(t *testing.T, step string) {
 	fusetest.Require(t)
 	l, p := newMountedPartition(t, "d")
 	add := func(v string) {
@@ -38,8 +44,8 @@ func TestGrowthDuringDropIsRead(t *testing.T) {
 		f     *os.File
 		read  = make(chan result, 1)
 	)
-	dropHook = func() {
-		if !armed.CompareAndSwap(true, false) {
+	dropHook = func(at string) {
+		if at != step || !armed.CompareAndSwap(true, false) {
 			return
 		}
 		add("b") // returns before the reader reads
@@ -78,5 +84,46 @@ func TestGrowthDuringDropIsRead(t *testing.T) {
 		require.Equal(t, "b\n", r.got, "the append returned before the read began")
 	case <-time.After(20 * time.Second):
 		t.Fatal("no drop came to replay the race")
+	}
+}
+
+// TestSizeNoteKeepsItsReply replays the same loss for the size a GETATTR
+// tells: the size is noted (the kernel zeroes its page past it), a drop of
+// that note comes before the kernel applies the reply, and its
+// notification makes the kernel throw the reply away. Nothing has grown
+// past the note, yet the reader must not be left with the old size.
+func TestSizeNoteKeepsItsReply(t *testing.T) {
+	fusetest.Require(t)
+	l, p := newMountedPartition(t, "s")
+	var armed atomic.Bool
+	getattrHook = func(n *recordNode, size int64) {
+		if size > 0 && armed.CompareAndSwap(true, false) {
+			n.ps.kickDrop()
+			// Long enough for the notifier's drop to notify the kernel
+			// before this reply reaches it.
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	defer func() { getattrHook = nil }()
+
+	mp := t.TempDir()
+	srv, err := Mount(mp, l, Options{NotifyInterval: time.Hour})
+	if err != nil {
+		fusetest.Unusable(t, err.Error())
+	}
+	defer func() { require.NoError(t, srv.Unmount()) }()
+	f, err := os.Open(filepath.Join(mp, "s", "0", "offset", "0"))
+	require.NoError(t, err)
+	defer f.Close()
+
+	for _, v := range []string{strings.Repeat("a", 5000), strings.Repeat("b", 3000)} {
+		// Sizes inside a page, so that each is noted.
+		_, err := p.AppendValues([][]byte{[]byte(v)})
+		require.NoError(t, err)
+		time.Sleep(50 * time.Millisecond) // the notifier's drop for the append is done
+		armed.Store(true)
+		got, err := io.ReadAll(f)
+		require.NoError(t, err)
+		require.Equal(t, len(v)+1, len(got), "the append returned before the read began")
 	}
 }

@@ -131,9 +131,10 @@ func (ps *partState) kickDrop() {
 	}
 }
 
-// dropShort drops, of every record file with a short read noted, the
-// kernel's pages from the end of that read on, and stores what there is
-// now of the rest of that page (see cache.go). It returns when they and
+// dropShort drops, of every record file with an end noted, the kernel's
+// pages from that end on, and stores the file's last bytes as they are
+// now, which moves the kernel's size to its end (see cache.go). It
+// returns when they and
 // any drop another caller had under way are done. Renders under way when
 // it starts are waited for, so that their notes are dropped too.
 func (ps *partState) dropShort() {
@@ -180,66 +181,80 @@ func (ps *partState) dropShort() {
 	for i, d := range drops {
 		st := &stores[i]
 		st.buf = getReadBuf(storeLen)
-		st.at, st.k = ps.renderEnd(d.n, st.buf, d.end)
+		st.at, st.k = ps.renderEnd(d.n, st.buf)
 	}
 	if dropHook != nil && len(drops) > 0 {
-		dropHook()
+		dropHook("rendered")
 	}
 	// The stale pages; ENOENT means the kernel dropped the inode, pages
 	// and all.
 	for _, d := range drops {
 		d.n.NotifyContent(d.end&^(pageSize-1), 0)
 	}
-	// A notification makes the kernel throw away the reply of a GETATTR
-	// it had sent for the file (FUSE attribute versions), so what was
-	// appended before it must reach the kernel by a store: a reader whose
-	// read began after the append returned would see the old end.
-	// Where nothing had grown at the render, the end is rendered again
-	// now, and its pages dropped again, as before a store.
+	// A notification makes the kernel throw away the reply of any GETATTR
+	// it had sent for the file before (FUSE attribute versions), so the
+	// sizes those replies told must reach the kernel by the store: the
+	// size whose note this drop takes, and what was appended before the
+	// notification, or a reader whose read began after the append
+	// returned would see the old end. Where nothing had grown past the
+	// note at the render, the end is rendered again now, and its pages
+	// dropped again, as before a store.
 	for i, d := range drops {
-		if st := &stores[i]; st.k == 0 {
-			if st.at, st.k = ps.renderEnd(d.n, st.buf, d.end); st.k > 0 {
-				d.n.NotifyContent(d.end&^(pageSize-1), 0)
-			}
+		st := &stores[i]
+		if st.at+int64(st.k) > d.end {
+			continue
 		}
-	}
-	// Then the store, which moves the kernel's size on, and the pages
-	// again: the store's last page, inside the file's end, is cached with
-	// zeros after it. Nothing is left cached from the old end on, so the
-	// next growth needs no drop unless a read or a size notes one.
-	for i, d := range drops {
-		if st := stores[i]; st.k > 0 {
-			d.n.report(st.at + int64(st.k))
-			d.n.WriteCache(st.at, st.buf[:st.k])
+		if at, k := ps.renderEnd(d.n, st.buf); at+int64(k) > st.at+int64(st.k) {
+			st.at, st.k = at, k
 			d.n.NotifyContent(d.end&^(pageSize-1), 0)
 		}
-		d.n.tail.dropped()
+	}
+	if dropHook != nil && len(drops) > 0 {
+		dropHook("storing")
+	}
+	// Then the store, which moves the kernel's size on. It is the drop's
+	// last word to the kernel: a store tells the kernel nothing it throws
+	// a GETATTR reply away for unless it moves the size on, past the
+	// position of any reader that asked. Its last page, inside the file's
+	// end, is cached with zeros after it; that end is kept (dropped), to
+	// be noted when a larger size is about to be told.
+	for i, d := range drops {
+		var end int64
+		if st := stores[i]; st.k > 0 {
+			end = st.at + int64(st.k)
+			d.n.report(end)
+			d.n.WriteCache(st.at, st.buf[:st.k])
+		}
+		d.n.tail.dropped(end)
 	}
 }
 
 // dropHook, when set (by a test, before mounting), is called by a drop
-// that has files to drop, after it rendered their ends and before it
-// notifies the kernel: a test lands an append there.
-var dropHook func()
+// that has files to drop at two steps: "rendered", after it rendered
+// their ends and before it notifies the kernel, and "storing", before it
+// stores them. A test lands an append there.
+var dropHook func(step string)
 
 // storeLen is the most a drop stores: the last bytes of the file, which
-// move the kernel's size to its end. The pages before them were dropped,
-// and the kernel reads them when a reader asks.
+// move the kernel's size to its end. The pages before them that were
+// dropped the kernel reads when a reader asks.
 const storeLen = pageSize
 
-// renderEnd reads into b the last bytes n holds now, as many as b holds
-// and none before from, and returns where they start and how many there
-// are; 0 on any error (the drop then stores nothing, and the kernel keeps
-// the old end for the GETATTR the drop overtook). When retention deleted
-// n's start, no new view of it opens, but the views of its open handles
-// still hold the segments they pinned, which is where its readers read.
-func (ps *partState) renderEnd(n *recordNode, b []byte, from int64) (int64, int) {
+// renderEnd reads into b the last bytes n holds now, as many as b holds,
+// and returns where they start and how many there are; 0 on any error
+// (the drop then stores nothing, and the kernel keeps the old end for the
+// GETATTR the drop overtook). The bytes before the page of the dropped
+// end that the store may cover are the file's, as a read would cache
+// them. When retention deleted n's start, no new view of it opens, but
+// the views of its open handles still hold the segments they pinned,
+// which is where its readers read.
+func (ps *partState) renderEnd(n *recordNode, b []byte) (int64, int) {
 	end := func(v *storage.View) (int64, int) {
 		size, err := v.Held() // up to a gap retention left, if any
-		if err != nil && !errors.Is(err, storage.ErrDeleted) || size <= from {
+		if err != nil && !errors.Is(err, storage.ErrDeleted) || size <= 0 {
 			return 0, 0
 		}
-		at := max(from, size-int64(len(b)))
+		at := max(0, size-int64(len(b)))
 		k, _ := v.ReadAt(b[:size-at], at)
 		return at, k
 	}

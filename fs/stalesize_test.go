@@ -36,7 +36,7 @@ func TestStaleSizeZeroesNoRecord(t *testing.T) {
 
 	arrived, release := make(chan int64, 1), make(chan struct{})
 	armed := false
-	getattrHook = func(size int64) {
+	getattrHook = func(_ *recordNode, size int64) {
 		if armed {
 			armed = false
 			arrived <- size
