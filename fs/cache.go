@@ -137,20 +137,26 @@ func (t *tailPage) beforeSize(size int64) (wait <-chan struct{}, kick bool) {
 	return t.drop, false
 }
 
-// startDrop takes the note, if there is one, for a drop of the pages from
-// the page holding its end on.
+// startDrop takes the note, if there is one, and a store's end short of
+// it, for a drop of the pages from the page holding the lower on.
 func (t *tailPage) startDrop() (end int64, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.noted {
 		return 0, false
 	}
+	// A store's page cached with zeros goes too: this drop's store may
+	// move the kernel's size past it.
+	end = t.end
+	if t.stored > 0 {
+		end, t.stored = min(end, t.stored), 0
+	}
 	t.noted = false
 	t.drop, t.waiting = t.waiting, nil
 	if t.drop == nil {
 		t.drop = make(chan struct{})
 	}
-	return t.end, true
+	return end, true
 }
 
 // dropped ends the drop startDrop began; stored is where its store ended

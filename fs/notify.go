@@ -181,7 +181,7 @@ func (ps *partState) dropShort() {
 	for i, d := range drops {
 		st := &stores[i]
 		st.buf = getReadBuf(storeLen)
-		st.at, st.k = ps.renderEnd(d.n, st.buf)
+		st.at, st.k = ps.renderEnd(d.n, st.buf, d.end)
 	}
 	if dropHook != nil && len(drops) > 0 {
 		dropHook("rendered")
@@ -199,13 +199,25 @@ func (ps *partState) dropShort() {
 	// returned would see the old end. Where nothing had grown past the
 	// note at the render, the end is rendered again now, and its pages
 	// dropped again, as before a store.
+	// The first render is kept unless the second ends further: at a gap
+	// retention just left, the second can end shorter, from elsewhere.
+	var again []byte
+	defer func() {
+		if again != nil {
+			putReadBuf(again)
+		}
+	}()
 	for i, d := range drops {
 		st := &stores[i]
 		if st.at+int64(st.k) > d.end {
 			continue
 		}
-		if at, k := ps.renderEnd(d.n, st.buf); at+int64(k) > st.at+int64(st.k) {
+		if again == nil {
+			again = getReadBuf(storeLen)
+		}
+		if at, k := ps.renderEnd(d.n, again, d.end); at+int64(k) > st.at+int64(st.k) {
 			st.at, st.k = at, k
+			st.buf, again = again, st.buf
 			d.n.NotifyContent(d.end&^(pageSize-1), 0)
 		}
 	}
@@ -240,21 +252,28 @@ var dropHook func(step string)
 // dropped the kernel reads when a reader asks.
 const storeLen = pageSize
 
-// renderEnd reads into b the last bytes n holds now, as many as b holds,
-// and returns where they start and how many there are; 0 on any error
-// (the drop then stores nothing, and the kernel keeps the old end for the
-// GETATTR the drop overtook). The bytes before the page of the dropped
-// end that the store may cover are the file's, as a read would cache
-// them. When retention deleted n's start, no new view of it opens, but
-// the views of its open handles still hold the segments they pinned,
-// which is where its readers read.
-func (ps *partState) renderEnd(n *recordNode, b []byte) (int64, int) {
+// renderEnd reads into b the last bytes n holds now, as many as b holds
+// and none before the page that holds from (the first page dropped), and
+// returns where they start and how many there are; 0 on any error (the
+// drop then stores nothing, and the kernel keeps the old end for the
+// GETATTR the drop overtook). Where the end is that page's start, they
+// are the whole page before it: a store writes a page it covers whole
+// over whatever the kernel held, and one it covers in part only past its
+// start, so no page outside the dropped ones keeps zeros the store moves
+// the size past. When retention deleted n's start, no new view of it
+// opens, but the views of its open handles still hold the segments they
+// pinned, which is where its readers read.
+func (ps *partState) renderEnd(n *recordNode, b []byte, from int64) (int64, int) {
+	lo := from &^ (pageSize - 1)
 	end := func(v *storage.View) (int64, int) {
 		size, err := v.Held() // up to a gap retention left, if any
 		if err != nil && !errors.Is(err, storage.ErrDeleted) || size <= 0 {
 			return 0, 0
 		}
-		at := max(0, size-int64(len(b)))
+		at := max(lo, size-int64(len(b)))
+		if at >= size {
+			at = max(0, size-int64(len(b)))
+		}
 		k, _ := v.ReadAt(b[:size-at], at)
 		return at, k
 	}
