@@ -24,8 +24,8 @@ import (
 // The kernel learns sizes from Getattr and Lookup (a record file's
 // attributes are never cached: it asks whenever a read goes past the size
 // it knows, and on every stat). So a short read notes where it ended, a
-// size told inside a page notes itself, and before a size beyond a noted
-// end is reported, the file's pages from that end on are dropped
+// size told inside a page is kept, and before a size beyond a noted or
+// kept end is reported, the file's pages from that end on are dropped
 // (NotifyContent) and the file's last bytes are stored into the kernel's
 // cache (WriteCache), by the partition's notifier, outside any operation.
 //
@@ -34,24 +34,27 @@ import (
 // came (FUSE attribute versions): the reader that asked keeps the size it
 // had, and a reader at that size reads an end of file. So the sizes such
 // a reply told must reach the kernel another way, by the store, which
-// moves the kernel's size to the file's end:
-//   - the store covers the noted end, even where nothing grew past it,
-//     since the GETATTR whose size was noted may be the one thrown away;
+// moves the kernel's size to the file's end, and before the reply:
+//   - the store covers the noted end, even where nothing grew past it;
 //   - a drop whose render found nothing past the noted end renders again
 //     after its notification, so that an append that returned before a
 //     reader's GETATTR was sent is in the store;
 //   - the store is the drop's last word: a store throws no reply away
 //     unless it moves the kernel's size on, and then past the position of
 //     any reader that asked. Its last page, inside the file's end, is
-//     cached with zeros after it, so that end is kept (tailPage.stored)
-//     and becomes a note when a larger size is about to be told; a
-//     Getattr that waited for a drop under way checks it again.
-// Drops are also done as soon as the partition grows: by the append path
-// through the mount before its write(2) returns, and by the notifier when
-// it sees the change (an append by the storage API or the cluster copy),
-// so that a Getattr rarely has to wait for one. A store's end waits for a
-// larger size, so a file nobody reads pays no drop for its appends.
-
+//     cached with zeros after it, so that end is kept (tailPage.stored);
+//   - a kept end, a store's or a size's, becomes a note only when a larger
+//     size is about to be told, and the Getattr or Lookup that tells it
+//     waits for the drop, so its reply comes after the store. (Dropped at
+//     once, a size's page would be dropped while the reply that tells the
+//     size may be on its way, and thrown away with nothing behind it.) A
+//     Getattr that waited for a drop under way checks the kept end again.
+// Drops for short reads are also done as soon as the partition grows: by
+// the append path through the mount before its write(2) returns, and by
+// the notifier when it sees the change (an append by the storage API or
+// the cluster copy), so that a Getattr rarely has to wait for one. A file
+// nobody reads pays no drop for its appends.
+//
 // Two gates order notes and sizes. A read holds its file's gate and its
 // partition's gate shared from its render until it has noted a short end.
 // Getattr and Lookup take the file's gate exclusively to take a size: a
@@ -93,10 +96,12 @@ type tailPage struct {
 	mu    sync.Mutex
 	noted bool  // a short read was served since the last drop; GUARDED_BY(mu)
 	end   int64 // the lowest end of one, if noted; GUARDED_BY(mu)
-	// stored is the end of the last drop's store where it lies inside a
-	// page, else 0: the kernel holds that page with zeros past it. It
-	// becomes a note only when a larger size is about to be told, so that
-	// a file nobody reads pays no drop for its appends. GUARDED_BY(mu)
+	// stored is the lowest end the kernel holds a page of with zeros
+	// past it, other than a short read's: the end of the last drop's
+	// store, or a size told since, where it lies inside a page; else 0.
+	// It becomes a note only when a larger size is about to be told, so
+	// that a file nobody reads pays no drop for its appends.
+	// GUARDED_BY(mu)
 	stored  int64
 	waiting chan struct{} // closed when the next drop is done; nil if nobody waits; GUARDED_BY(mu)
 	drop    chan struct{} // closed when the drop under way is done; nil if none; GUARDED_BY(mu)
@@ -159,13 +164,30 @@ func (t *tailPage) startDrop() (end int64, ok bool) {
 	return end, true
 }
 
+// noteSize records a size about to be told: the kernel zeroes the page
+// that holds it, past it. Like a store's end, it becomes a note only when
+// a larger size is about to be told: a drop taken for it at once would
+// notify the kernel while the GETATTR reply that tells it may be on its
+// way, and the kernel would throw that reply away.
+func (t *tailPage) noteSize(size int64) {
+	t.mu.Lock()
+	t.keepEnd(size)
+	t.mu.Unlock()
+}
+
+// keepEnd keeps end, if inside a page, as the lowest end to note when a
+// larger size is about to be told. Called with mu held.
+func (t *tailPage) keepEnd(end int64) {
+	if end%pageSize != 0 && (t.stored == 0 || end < t.stored) {
+		t.stored = end
+	}
+}
+
 // dropped ends the drop startDrop began; stored is where its store ended
 // (0 if it stored nothing).
 func (t *tailPage) dropped(stored int64) {
 	t.mu.Lock()
-	if stored%pageSize != 0 {
-		t.stored = stored
-	}
+	t.keepEnd(stored)
 	close(t.drop)
 	t.drop = nil
 	t.mu.Unlock()

@@ -131,8 +131,8 @@
 // last one of a read served short, at the end of what there was: the
 // kernel keeps the rest of it as zeros. So a short read notes its end,
 // and before the kernel is told of a size past it, the partition's
-// notifier drops the pages from there on and stores the rest of that
-// page as it is now (NotifyContent, WriteCache); the append path through
+// notifier drops the pages from there on and stores the file's last
+// bytes as they are now (NotifyContent, WriteCache); the append path through
 // the mount does so before its write(2) returns, the notifier as soon as
 // the partition changes, and Getattr and Lookup wait for it when it is
 // still to be done (cache.go has the order of events and why the store).

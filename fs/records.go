@@ -305,9 +305,7 @@ func (n *recordNode) size(ctx context.Context, fh gofs.FileHandle) (int64, error
 		// gets), though a read may have filled it with records past it;
 		// so that page is dropped before a larger size is told, as a short
 		// read's last page is.
-		if size%pageSize != 0 && n.tail.noteShort(size) {
-			n.ps.noted(n)
-		}
+		n.tail.noteSize(size)
 	}
 	n.tail.gate.Unlock()
 	if err != nil {
