@@ -42,7 +42,7 @@ import (
 //   - the store is the drop's last word: a store throws no reply away
 //     unless it moves the kernel's size on, and then past the position of
 //     any reader that asked. Its last page, inside the file's end, is
-//     cached with zeros after it, so that end is kept (tailPage.stored);
+//     cached with zeros after it, so that end is kept (tailPage.kept);
 //   - a kept end, a store's or a size's, becomes a note only when a larger
 //     size is about to be told, and the Getattr or Lookup that tells it
 //     waits for the drop, so its reply comes after the store. (Dropped at
@@ -90,23 +90,23 @@ import (
 // folios are dropped whole).
 const pageSize = 4096
 
-// tailPage is the state of a record file's pages served short: the lowest
-// end of a short read since the last drop, and the drop under way.
+// tailPage is the state of a record file's pages cached with zeros past
+// an end: the lowest end noted since the last drop, the lowest end kept
+// for a larger size, and the drop under way.
 type tailPage struct {
 	// gate is held shared by a read from its render until it has noted
 	// a short end, and exclusively while a size is taken.
 	gate sync.RWMutex
 
 	mu    sync.Mutex
-	noted bool  // a short read was served since the last drop; GUARDED_BY(mu)
-	end   int64 // the lowest end of one, if noted; GUARDED_BY(mu)
-	// stored is the lowest end the kernel holds a page of with zeros
-	// past it, other than a short read's: the end of the last drop's
-	// store, or a size told since, where it lies inside a page; else 0.
-	// It becomes a note only when a larger size is about to be told, so
-	// that a file nobody reads pays no drop for its appends.
-	// GUARDED_BY(mu)
-	stored  int64
+	noted bool  // a short read was served, or a kept end became due, since the last drop; GUARDED_BY(mu)
+	end   int64 // the lowest such end, if noted; GUARDED_BY(mu)
+	// kept is the lowest end the kernel holds a page of with zeros past
+	// it, other than a short read's: the end of the last drop's store, or
+	// a size told since, where it lies inside a page; else 0. It becomes
+	// a note only when a larger size is about to be told, so that a file
+	// nobody reads pays no drop for its appends. GUARDED_BY(mu)
+	kept    int64
 	waiting chan struct{} // closed when the next drop is done; nil if nobody waits; GUARDED_BY(mu)
 	drop    chan struct{} // closed when the drop under way is done; nil if none; GUARDED_BY(mu)
 }
@@ -127,15 +127,15 @@ func (t *tailPage) noteShort(end int64) (first bool) {
 // be reported, and again after waiting. It returns a channel to wait on
 // before reporting it (closed when the drop it needs, or the one under
 // way, is done), or nil; kick says the notifier must be asked for a drop.
-// A store's end short of size becomes the note.
+// A kept end short of size becomes the note.
 func (t *tailPage) beforeSize(size int64) (wait <-chan struct{}, kick bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.stored > 0 && size > t.stored {
-		if !t.noted || t.stored < t.end {
-			t.noted, t.end = true, t.stored
+	if t.kept > 0 && size > t.kept {
+		if !t.noted || t.kept < t.end {
+			t.noted, t.end = true, t.kept
 		}
-		t.stored = 0
+		t.kept = 0
 	}
 	if t.noted && size > t.end {
 		if t.waiting == nil {
@@ -146,19 +146,19 @@ func (t *tailPage) beforeSize(size int64) (wait <-chan struct{}, kick bool) {
 	return t.drop, false
 }
 
-// startDrop takes the note, if there is one, and a store's end short of
-// it, for a drop of the pages from the page holding the lower on.
+// startDrop takes the note, if there is one, and a kept end short of it,
+// for a drop of the pages from the page holding the lower on.
 func (t *tailPage) startDrop() (end int64, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.noted {
 		return 0, false
 	}
-	// A store's page cached with zeros goes too: this drop's store may
-	// move the kernel's size past it.
+	// A kept end's page goes too: this drop's store may move the
+	// kernel's size past it.
 	end = t.end
-	if t.stored > 0 {
-		end, t.stored = min(end, t.stored), 0
+	if t.kept > 0 {
+		end, t.kept = min(end, t.kept), 0
 	}
 	t.noted = false
 	t.drop, t.waiting = t.waiting, nil
@@ -182,8 +182,8 @@ func (t *tailPage) noteSize(size int64) {
 // keepEnd keeps end, if inside a page, as the lowest end to note when a
 // larger size is about to be told. Called with mu held.
 func (t *tailPage) keepEnd(end int64) {
-	if end%pageSize != 0 && (t.stored == 0 || end < t.stored) {
-		t.stored = end
+	if end%pageSize != 0 && (t.kept == 0 || end < t.kept) {
+		t.kept = end
 	}
 }
 
@@ -200,7 +200,7 @@ func (t *tailPage) dropped(stored int64) {
 // forget drops the note: the kernel forgot the file, and its pages.
 func (t *tailPage) forget() {
 	t.mu.Lock()
-	t.noted, t.stored = false, 0
+	t.noted, t.kept = false, 0
 	if t.waiting != nil {
 		close(t.waiting)
 		t.waiting = nil

@@ -116,7 +116,7 @@ func (ps *partState) recordHandedOut(n *recordNode) {
 
 // noted adds n to the files with an end noted (see cache.go): by a read,
 // with gate held shared, so that a drop collects the notes of the renders
-// under way; by a size or a store, after the note.
+// under way; by a size about to be told, once a kept end became its note.
 func (ps *partState) noted(n *recordNode) {
 	ps.mu.Lock()
 	ps.shorts[n] = struct{}{}
@@ -134,9 +134,9 @@ func (ps *partState) kickDrop() {
 // dropShort drops, of every record file with an end noted, the kernel's
 // pages from that end on, and stores the file's last bytes as they are
 // now, which moves the kernel's size to its end (see cache.go). It
-// returns when they and
-// any drop another caller had under way are done. Renders under way when
-// it starts are waited for, so that their notes are dropped too.
+// returns when they and any drop another caller had under way are done.
+// Renders under way when it starts are waited for, so that their notes
+// are dropped too.
 func (ps *partState) dropShort() {
 	ps.dropMu.Lock()
 	defer ps.dropMu.Unlock()
@@ -161,6 +161,9 @@ func (ps *partState) dropShort() {
 	clear(ps.shorts)
 	ps.mu.Unlock()
 	ps.gate.Unlock()
+	if len(drops) == 0 {
+		return
+	}
 	// The end of each file as it is now, rendered before the stale pages
 	// are dropped: a read that rendered before this render ended short of
 	// this end, and its pages, in the kernel's cache before the request
@@ -183,7 +186,7 @@ func (ps *partState) dropShort() {
 		st.buf = getReadBuf(storeLen)
 		st.at, st.k = ps.renderEnd(d.n, st.buf, d.end)
 	}
-	if dropHook != nil && len(drops) > 0 {
+	if dropHook != nil {
 		dropHook("rendered")
 	}
 	// The stale pages; ENOENT means the kernel dropped the inode, pages
@@ -197,10 +200,10 @@ func (ps *partState) dropShort() {
 	// size whose note this drop takes, and what was appended before the
 	// notification, or a reader whose read began after the append
 	// returned would see the old end. Where nothing had grown past the
-	// note at the render, the end is rendered again now, and its pages
-	// dropped again, as before a store.
-	// The first render is kept unless the second ends further: at a gap
-	// retention just left, the second can end shorter, from elsewhere.
+	// note at the render, the end is rendered again now, into a buffer of
+	// its own, and its pages dropped again, as before a store. The first
+	// render is kept unless the second ends further: at a gap retention
+	// just left, the second can end shorter, from elsewhere.
 	var again []byte
 	defer func() {
 		if again != nil {
@@ -221,7 +224,7 @@ func (ps *partState) dropShort() {
 			d.n.NotifyContent(d.end&^(pageSize-1), 0)
 		}
 	}
-	if dropHook != nil && len(drops) > 0 {
+	if dropHook != nil {
 		dropHook("storing")
 	}
 	// Then the store, which moves the kernel's size on. It is the drop's

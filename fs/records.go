@@ -319,7 +319,7 @@ func (n *recordNode) size(ctx context.Context, fh gofs.FileHandle) (int64, error
 	// then, not forever (a read there fails).
 	for round := 0; wait != nil; round++ {
 		if kick {
-			n.ps.noted(n) // a store's end may have become the note
+			n.ps.noted(n) // a kept end may have become the note
 			n.ps.kickDrop()
 		}
 		if err := waitFor(ctx, wait); err != nil {
