@@ -569,7 +569,14 @@ func checkReads(t *testing.T, v *View, want []byte, rng *rand.Rand) {
 	for _, c := range []struct{ size, every int }{{1, 0}, {7, 0}, {777, 0}, {64 << 10, 0}, {500, 5}} {
 		var got []byte
 		buf := make([]byte, c.size)
-		for off, reads := int64(0), 1; ; reads++ {
+		// Byte by byte under the race detector would take minutes on a
+		// large view, so there it reads the first 256 KiB that way; the
+		// plain run, which .ci/run also makes, reads all of it.
+		stop := int64(len(want)) + 1 // past the end: to the end of file
+		if raceEnabled && c.size < 64 {
+			stop = min(stop, 256<<10)
+		}
+		for off, reads := int64(0), 1; off < stop; reads++ {
 			n, err := v.ReadAt(buf, off)
 			got = append(got, buf[:n]...)
 			off += int64(n)
@@ -584,7 +591,12 @@ func checkReads(t *testing.T, v *View, want []byte, rng *rand.Rand) {
 				require.Equal(t, string(want[at:min(at+100, int64(len(want)))]), string(b[:k]), "read at %d", at)
 			}
 		}
-		require.Equal(t, string(want), string(got), "reads of %d bytes", c.size)
+		if stop > int64(len(want)) {
+			require.Equal(t, string(want), string(got), "reads of %d bytes", c.size)
+		} else {
+			require.GreaterOrEqual(t, int64(len(got)), stop, "reads of %d bytes", c.size)
+			require.Equal(t, string(want[:len(got)]), string(got), "reads of %d bytes", c.size)
+		}
 	}
 	for i := 0; i < 200 && len(want) > 0; i++ {
 		off := rng.Int63n(int64(len(want)))
