@@ -103,11 +103,19 @@ func CutFileName(base record.Offset, from, to record.Position) string {
 }
 
 // ParseSegmentFileName splits a segment file name into its base offset and
-// everything after the first dot (".log", ".index.deleted", …).
+// everything after the first dot (".log", ".index.deleted", …). The base is
+// twenty decimal digits, as SegmentFileName writes it: "+0000000000000009999"
+// is not a segment's name (strconv would read it as 9999, and a file of
+// that name would stand in for 00000000000000009999.log).
 func ParseSegmentFileName(name string) (record.Offset, string, bool) {
 	dot := strings.IndexByte(name, '.')
 	if dot != 20 {
 		return 0, "", false
+	}
+	for i := 0; i < dot; i++ {
+		if name[i] < '0' || name[i] > '9' {
+			return 0, "", false
+		}
 	}
 	n, err := strconv.ParseInt(name[:dot], 10, 64)
 	if err != nil || n < 0 {
@@ -200,11 +208,20 @@ func ValidateTopic(name string) error {
 	return nil
 }
 
+// MaxPartitions bounds a topic's partitions: they are numbered from 0 to
+// MaxPartitions-1. A topic's partitions are kept in a list by number, and a
+// folder named "orders-2000000000" would otherwise make every open of the
+// data directory allocate two billion entries.
+const MaxPartitions = 1_000_000
+
 // ParsePartition parses a partition number as it appears in a path.
 func ParsePartition(s string) (int, error) {
 	p, err := strconv.Atoi(s)
 	if err != nil || p < 0 || strconv.Itoa(p) != s {
 		return 0, fmt.Errorf("%w: %q", ErrInvalidPartition, s)
+	}
+	if p >= MaxPartitions {
+		return 0, fmt.Errorf("%w: %d, partitions are numbered below %d", ErrInvalidPartition, p, MaxPartitions)
 	}
 	return p, nil
 }

@@ -489,6 +489,10 @@ func corruptionCases(ref *built) map[string]corruptCase {
 	cases["interrupted swap completed"] = corruptCase{
 		shutdown: clean,
 		damage: func(t *testing.T, b *built) {
+			// A Kafka data directory (meta.properties): the log cleaner's
+			// swaps are completed there. In logfs's own, which nothing
+			// compacts, a swap is set aside (TestSwapInLogfsDirSetAside).
+			writeFile(t, filepath.Join(b.data, "meta.properties"), []byte("version=1\n"))
 			writeFile(t, b.path(1, layout.LogSuffix+layout.SwapSuffix), readFile(t, b.path(1, layout.LogSuffix)))
 		},
 		want: func(b *built) corruptWant {

@@ -34,7 +34,11 @@
 //  1. Leftovers are handled as Kafka does: *.deleted and *.cleaned files
 //     are removed; *.swap files of a split that never finished (a *.cleaned
 //     at or below them) are removed, the others complete the interrupted
-//     swap (the segments they cover are removed, the suffix dropped); index
+//     swap (the segments they cover are removed, the suffix dropped), but
+//     not a swap that cannot be the cleaner's: any in logfs's own data
+//     directory (nothing compacts there), one with no valid batch, one
+//     that reaches into the last segment; that one is set aside
+//     (NAME.log.swap.stray) and the old segments stay; index
 //     files with no .log are removed; so are the *.tmp files of an
 //     interrupted index rebuild.
 //  2. Every segment from the one holding the recovery point to the end is
@@ -70,7 +74,8 @@
 //     A gap between segments entirely below is Kafka's compaction, or in a
 //     gapless partition a hole (PartitionReport.Holes).
 //     The bytes of every range cut are first copied to
-//     layout.CutFileName ("NAME.log.cut-FROM-TO", not when all zero) and
+//     layout.CutFileName ("NAME.log.cut-FROM-TO", or with .1, .2, … when
+//     an earlier recovery kept bytes under that name; not when all zero) and
 //     the folder fsynced; a range at the end is then cut off (truncate,
 //     fsync), ranges inside by writing the rest to NAME.log.tmp, fsync,
 //     rename, fsync dir. Both indexes are rebuilt with Kafka's rules (an
@@ -157,6 +162,9 @@
 //	*.swap (completed or interrupted swap)       any        swap completed: replaced segments removed,
 //	                                                          suffix dropped, missing indexes rebuilt
 //	*.swap of an unfinished split                any        removed with the *.cleaned
+//	*.swap in logfs's own data directory, or     any        set aside (*.log.swap.stray), never
+//	  with no valid batch, or reaching into                   completed: the old segments stay
+//	  the last segment
 //	index files with no .log (orphans)           any        removed
 //	active segment's .log missing                any        orphans removed; the log ends where the
 //	                                                          previous segment does; appends go on there

@@ -599,6 +599,21 @@ func (l *loader) empty() error {
 	return nil
 }
 
+// freeName returns path, or when a file of that name exists already the
+// first of path.1, path.2, … that does not: what recovery keeps aside (a
+// .stray, a .cut-*) never replaces what an earlier recovery kept.
+func freeName(fsys vfs.FS, path string) (string, error) {
+	name := path
+	for n := 1; ; n++ {
+		if _, err := fsys.Stat(name); isNotExist(err) {
+			return name, nil
+		} else if err != nil {
+			return "", err
+		}
+		name = fmt.Sprintf("%s.%d", path, n)
+	}
+}
+
 // setAside leaves whole segments out of the log: each .log is renamed to
 // NAME.log.stray (NAME.log.stray.1, … when that is taken), never deleted,
 // and its derived files (indexes, view index) are removed. The renames are
@@ -616,14 +631,9 @@ func (l *loader) setAside(files *segmentFiles, bases []record.Offset, why string
 		o.Logger.Warn("recovery set a segment aside", "segment", logPath, "bytes", size, "why", why, "read_only", o.ReadOnly)
 		l.progress(size)
 		if !o.ReadOnly {
-			aside := logPath + layout.StraySuffix
-			for n := 1; ; n++ {
-				if _, err := o.FS.Stat(aside); isNotExist(err) {
-					break
-				} else if err != nil {
-					return err
-				}
-				aside = fmt.Sprintf("%s%s.%d", logPath, layout.StraySuffix, n)
+			aside, err := freeName(o.FS, logPath+layout.StraySuffix)
+			if err != nil {
+				return err
 			}
 			if err := o.FS.Rename(logPath, aside); err != nil {
 				return err
@@ -845,9 +855,22 @@ func isIndexName(name string) bool {
 // replaceSegments): the .swap segments replace every old segment whose base
 // lies in the range they cover, then lose their suffix. Read-only, it only
 // reports.
+//
+// A swap that cannot be the log cleaner's output is not completed: any
+// swap in a gapless partition (logfs's own, which nothing compacts), one
+// whose .log holds no valid batch (it would take the place of the segment
+// of its name and cover nothing), or one that reaches into the last
+// segment (the cleaner never cleans the active segment). Its files are set
+// aside (NAME.log.swap.stray, the index swaps removed) and the old
+// segments stay: recovery never deletes a batch that passes its checks on
+// the word of a file that does not add up.
 func (l *loader) completeSwaps(swaps, names []string) ([]string, error) {
 	o := l.o
+	if o.Gapless {
+		return names, l.setSwapsAside(swaps, "a swap in a partition that is never compacted: no log cleaner wrote it")
+	}
 	lo, hi := record.Offset(math.MaxInt64), record.Offset(-1)
+	why := ""
 	for _, name := range swaps {
 		base, suffix, _ := layout.ParseSegmentFileName(name)
 		if suffix != layout.LogSuffix+layout.SwapSuffix {
@@ -858,27 +881,47 @@ func (l *loader) completeSwaps(swaps, names []string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		if next <= base && why == "" {
+			why = "an interrupted swap whose file holds no valid batch"
+		}
 		hi = max(hi, next)
+	}
+	last := record.Offset(-1) // the active segment's base
+	for _, name := range names {
+		if base, suffix, _ := layout.ParseSegmentFileName(name); suffix == layout.LogSuffix {
+			last = max(last, base)
+		}
+	}
+	if why == "" && last >= 0 && hi > last {
+		why = fmt.Sprintf("an interrupted swap that reaches offset %d, into the last segment (%d), which the log cleaner never cleans", hi-1, last)
+	}
+	if why != "" {
+		return names, l.setSwapsAside(swaps, why)
+	}
+	var kept, replaced []string
+	for _, name := range names {
+		base, _, _ := layout.ParseSegmentFileName(name)
+		if base >= lo && base < hi && (strings.HasSuffix(name, layout.LogSuffix) || isIndexName(name)) {
+			replaced = append(replaced, name)
+			continue
+		}
+		kept = append(kept, name)
 	}
 	for _, name := range swaps {
 		l.rep.Swapped = append(l.rep.Swapped, filepath.Join(o.Dir, name))
 	}
+	for _, name := range replaced {
+		l.rep.Replaced = append(l.rep.Replaced, filepath.Join(o.Dir, name))
+	}
 	if o.ReadOnly {
 		return names, nil // the old segments stay in use
 	}
-	var kept []string
-	for _, name := range names {
-		base, _, _ := layout.ParseSegmentFileName(name)
-		if base >= lo && base < hi && (strings.HasSuffix(name, layout.LogSuffix) || isIndexName(name)) {
-			p := filepath.Join(o.Dir, name)
-			l.rep.Replaced = append(l.rep.Replaced, p)
-			o.Logger.Info("removing segment file replaced by an interrupted swap", "file", p)
-			if err := o.FS.Remove(p); err != nil && !isNotExist(err) {
-				return nil, err
-			}
-			continue
+	for _, name := range replaced {
+		p := filepath.Join(o.Dir, name)
+		o.Logger.Info("removing segment file replaced by an interrupted swap", "file", p)
+		if err := o.FS.Remove(p); err != nil && !isNotExist(err) {
+			return nil, err
 		}
-		kept = append(kept, name)
 	}
 	for _, name := range swaps {
 		final := strings.TrimSuffix(name, layout.SwapSuffix)
@@ -891,6 +934,43 @@ func (l *loader) completeSwaps(swaps, names []string) ([]string, error) {
 	sort.Strings(kept)
 	l.dirty = true
 	return kept, o.FS.SyncDir(o.Dir)
+}
+
+// setSwapsAside leaves an interrupted swap undone: each .log.swap is
+// renamed NAME.log.swap.stray (never deleted) and reported as dropped, the
+// index swaps, derived from it, are removed. Read-only, it only reports.
+func (l *loader) setSwapsAside(swaps []string, why string) error {
+	o := l.o
+	for _, name := range swaps {
+		p := filepath.Join(o.Dir, name)
+		base, suffix, _ := layout.ParseSegmentFileName(name)
+		if suffix != layout.LogSuffix+layout.SwapSuffix {
+			if err := l.remove(name, "removing an index of a swap set aside"); err != nil {
+				return err
+			}
+			continue
+		}
+		fi, err := o.FS.Stat(p)
+		if err != nil {
+			return err
+		}
+		d := Dropped{File: p, Base: base, Bytes: fi.Size(), Why: why}
+		o.Logger.Warn("recovery set an interrupted swap aside", "file", p, "why", why, "read_only", o.ReadOnly)
+		if !o.ReadOnly {
+			if d.AsideAs, err = freeName(o.FS, p+layout.StraySuffix); err != nil {
+				return err
+			}
+			if err := o.FS.Rename(p, d.AsideAs); err != nil {
+				return err
+			}
+			l.dirty = true
+		}
+		l.rep.Dropped = append(l.rep.Dropped, d)
+	}
+	if o.ReadOnly {
+		return nil
+	}
+	return o.FS.SyncDir(o.Dir)
 }
 
 // scanNext returns the offset after the last valid batch of a log file.

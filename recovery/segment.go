@@ -294,7 +294,8 @@ func (p *pendingSegment) cut(logPath string) error {
 	return nil
 }
 
-// keepAside copies the bytes of r to layout.CutFileName beside the .log
+// keepAside copies the bytes of r to layout.CutFileName beside the .log, or
+// that name with .1, .2, … when an earlier recovery kept bytes under it
 // (vfs.WriteFileAtomicFrom: *.tmp, fsync, rename, fsync the folder),
 // unless they are all zero: a preallocated or zero-filled tail holds
 // nothing to keep.
@@ -303,7 +304,10 @@ func (p *pendingSegment) keepAside(r *BadRange) error {
 	if err != nil || zero {
 		return err
 	}
-	final := filepath.Join(p.dir, layout.CutFileName(p.res.Base, r.From, r.To))
+	final, err := freeName(p.fs, filepath.Join(p.dir, layout.CutFileName(p.res.Base, r.From, r.To)))
+	if err != nil {
+		return err
+	}
 	err = vfs.WriteFileAtomicFrom(p.fs, final, func(out vfs.File) error {
 		_, err := copyAt(out, 0, p.f, r.From, r.To)
 		return err

@@ -504,8 +504,8 @@ func (l *Log) CreateTopic(name string, partitions int, o Overrides) (*Topic, err
 	if err := layout.ValidateTopic(name); err != nil {
 		return nil, err
 	}
-	if partitions < 1 {
-		return nil, fmt.Errorf("%w: a topic needs at least one partition, not %d", ErrInvalidPartition, partitions)
+	if partitions < 1 || partitions > layout.MaxPartitions {
+		return nil, fmt.Errorf("%w: a topic has from 1 to %d partitions, not %d", ErrInvalidPartition, layout.MaxPartitions, partitions)
 	}
 	if l.opts.ReadOnly {
 		return nil, ErrReadOnly

@@ -1,7 +1,9 @@
 package storage
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/logfs/logfs/record"
 	"github.com/logfs/logfs/recovery"
@@ -22,7 +24,8 @@ type RecoveryReport struct {
 	// point; on a read-only open left in place and not read.
 	Dropped []record.Offset
 	// Lines says each damage found, one line each: the cuts (with where
-	// their bytes went), the segments set aside, the holes.
+	// their bytes went), the segments set aside, the holes, and the files
+	// removed on the word of the log start checkpoint or of a swap.
 	Lines []string
 }
 
@@ -45,7 +48,32 @@ func newRecoveryReport(r *recovery.PartitionReport, readOnly bool) RecoveryRepor
 	for _, h := range r.Holes {
 		out.Lines = append(out.Lines, h.String(name))
 	}
+	// Files the open removes although their batches may pass their checks,
+	// by the word of a checkpoint or of a swap: the user sees them before
+	// a repair acts on them.
+	for _, d := range r.Expired {
+		out.Lines = append(out.Lines, fmt.Sprintf("%s: %sremove %s (%d bytes): %s", name, would, filepath.Base(d.File), d.Bytes, d.Why))
+	}
+	if len(r.Swapped) > 0 {
+		swapped := make([]string, len(r.Swapped))
+		for i, f := range r.Swapped {
+			swapped[i] = filepath.Base(f)
+		}
+		replaced := make([]string, len(r.Replaced))
+		for i, f := range r.Replaced {
+			replaced[i] = filepath.Base(f)
+		}
+		out.Lines = append(out.Lines, fmt.Sprintf("%s: %scomplete an interrupted swap of the log cleaner: %s in place of %s",
+			name, would, strings.Join(swapped, ", "), orNone(strings.Join(replaced, ", "))))
+	}
 	return out
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
 }
 
 // Recovery returns what opening the partition found and did: what `logfs

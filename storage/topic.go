@@ -97,6 +97,9 @@ func (t *Topic) AddPartition(id int) (*Partition, error) {
 	if id != len(t.partitions) {
 		return nil, fmt.Errorf("%w: topic %s has %d partitions, the next is %d, not %d", ErrInvalidPartition, t.name, len(t.partitions), len(t.partitions), id)
 	}
+	if id >= layout.MaxPartitions {
+		return nil, fmt.Errorf("%w: topic %s has %d partitions, the most a topic has", ErrInvalidPartition, t.name, layout.MaxPartitions)
+	}
 	p, err := t.createPartition(id)
 	if err != nil {
 		return nil, err
