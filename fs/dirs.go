@@ -295,24 +295,36 @@ func (d *partitionNode) Lookup(ctx context.Context, name string, out *fuse.Entry
 		}
 		n := ps.ino(c.kind, 0)
 		var node gofs.InodeEmbedder
-		size := int64(0)
 		switch c.kind {
 		case kindAppend, kindAppendJSONL:
 			node = &appendNode{ps: ps, jsonl: c.kind == kindAppendJSONL}
 		case kindInfo:
-			b, err := ps.info(ctx)
-			if err != nil {
-				return nil, f.errno(err, "lookup", ps.path("info"))
-			}
-			size = int64(len(b))
 			node = &infoNode{ps: ps}
 		case kindOffsetDir:
 			node = &offsetDir{fixedDir: fixedDir{f}, ps: ps}
 		case kindTimeDir:
 			node = &timeDir{fixedDir: fixedDir{f}, ps: ps}
 		}
+		inode := d.GetChild(name)
+		if inode == nil || inode.StableAttr().Ino != n {
+			inode = d.NewInode(ctx, node, gofs.StableAttr{Mode: c.mode & syscall.S_IFMT, Ino: n})
+		}
+		size := int64(0)
+		if c.kind == kindInfo {
+			// The kernel caches info's size for AttrTimeout: the notifier
+			// must know to invalidate it, before the size is taken, as
+			// Getattr does (a change in between is then not missed). The
+			// node noted is the one go-fuse keeps: a node it already has
+			// for the name wins over a new one.
+			ps.handedOut(inode)
+			b, err := ps.info(ctx)
+			if err != nil {
+				return nil, f.errno(err, "lookup", ps.path("info"))
+			}
+			size = int64(len(b))
+		}
 		f.entry(out, n, c.mode, size, ps.p.ModTime(), true)
-		return d.NewInode(ctx, node, gofs.StableAttr{Mode: c.mode & syscall.S_IFMT, Ino: n}), 0
+		return inode, 0
 	}
 	return nil, syscall.ENOENT
 }

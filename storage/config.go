@@ -30,7 +30,8 @@ type Config struct {
 
 // CheckRecord applies max.message.bytes and segment.bytes to one record:
 // the batch holding it alone must fit both (RecordLimit), as Kafka measures
-// a batch. It returns an error wrapping ErrRecordTooLarge, or nil.
+// a batch. It returns an error wrapping ErrRecordTooLarge, or
+// ErrInvalidRecord for a header without a key, or nil.
 //
 // A record without headers whose key and value leave room for the most
 // framing they can have fits whatever its exact size: that takes a
@@ -39,6 +40,14 @@ type Config struct {
 func (c Config) CheckRecord(r *Record) error {
 	if surelyFits(r, c.SureFit()) {
 		return nil
+	}
+	for i, h := range r.Headers {
+		if h.Key == nil {
+			// The format has room for it (length -1), but Kafka, and
+			// logfs's reading of a batch, refuse it: such a batch, once
+			// written, could never be read back.
+			return fmt.Errorf("%w: header %d has a null key", ErrInvalidRecord, i)
+		}
 	}
 	limit, setting := c.RecordLimit()
 	return checkRecordSize(r, limit, setting)

@@ -70,8 +70,9 @@ var (
 	ErrFailed = errors.New("logfs/storage: partition failed; reopen to recover")
 
 	// ErrInvalidRecord is returned for a line of append.jsonl that is not a
-	// record object of the documented shape.
-	ErrInvalidRecord = errors.New("logfs/storage: invalid JSON record")
+	// record object of the documented shape, and for a record that Kafka's
+	// format cannot hold (a header without a key).
+	ErrInvalidRecord = errors.New("logfs/storage: invalid record")
 
 	// ErrNotDataDir is returned by a writable Open of a directory that
 	// holds files but nothing of a data directory (see Open).

@@ -83,6 +83,10 @@ func (r *Reader) Seek(from record.Offset) error {
 		s := segs[max(floorSegment(segs, from), 0)]
 		if s != r.seg {
 			if !s.acquire() {
+				if p.isClosed() { // every segment is gone for good
+					r.err = fmt.Errorf("%s: %w", p, ErrClosed)
+					return r.err
+				}
 				continue // deleted by retention under us; look again
 			}
 			if r.seg != nil {

@@ -116,7 +116,10 @@ func (p *Partition) NewView(f Format, start record.Offset) (*View, error) {
 		}
 		s := segs[max(floorSegment(segs, start), 0)]
 		if !s.acquire() {
-			continue
+			if p.isClosed() { // every segment is gone for good
+				return nil, fmt.Errorf("%s: %w", p, ErrClosed)
+			}
+			continue // deleted by retention under us; look again
 		}
 		limit := record.Offset(math.MaxInt64)
 		if next := p.segmentAfter(s.base); next != nil {
