@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -12,10 +13,11 @@ const resyncWindow = 1 << 20
 // Resync finds where valid batches start again after bad bytes: the first
 // position in [from, end) at which a whole batch lies that parses, passes
 // its CRC-32C and that accept (when not nil) takes, as the caller's offset
-// rules. It reads the file a window at a time and looks at every byte
-// position; the CRC makes a false find about as likely as 2^-32 per
-// position whose magic byte and length fit. The batch returned aliases a
-// buffer of Resync's and is valid until the caller reads on. ok is false
+// rules. It reads the file a window at a time and steps from one position
+// whose magic byte fits to the next (a range of zeros costs a read and a
+// scan for that byte); the CRC makes a false find about as likely as 2^-32
+// per position whose magic byte and length fit. The batch returned aliases
+// a buffer of Resync's and is valid until the caller reads on. ok is false
 // when no batch starts in the range; only an I/O error is an error.
 func Resync(r io.ReaderAt, from, end Position, maxBatch int, accept func(*Batch) bool) (_ Batch, ok bool, _ error) {
 	if maxBatch <= 0 {
@@ -47,6 +49,15 @@ func Resync(r io.ReaderAt, from, end Position, maxBatch int, accept func(*Batch)
 		}
 		h := win[p-winAt:]
 		if h[16] != Magic {
+			// On to the next position whose magic byte fits, in one
+			// IndexByte over the window rather than a step per byte: a
+			// zeroed or sparse tail of gigabytes is passed at memory
+			// speed. Past the window's last candidate, the next window.
+			i := bytes.IndexByte(h[17:], Magic)
+			if i < 0 {
+				i = len(h) - 17
+			}
+			p += Position(i) // and the loop's p++
 			continue
 		}
 		size := int64(int32(binary.BigEndian.Uint32(h[8:]))) + LogOverhead

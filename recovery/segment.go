@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/logfs/logfs/index"
 	"github.com/logfs/logfs/layout"
@@ -345,18 +348,46 @@ func copyAt(dst vfs.File, at record.Position, src vfs.File, from, to record.Posi
 func allZero(f vfs.File, from, to record.Position) (bool, error) {
 	buf := make([]byte, min(int64(copyChunk), int64(to-from)))
 	for pos := from; pos < to; {
+		// A hole reads as zeros: skip it where the file system says
+		// where data is (SEEK_DATA), so that a sparse tail of gigabytes
+		// costs a system call, not a read of every byte.
+		if d, ok := nextData(f, pos); ok {
+			if d >= to {
+				return true, nil
+			}
+			pos = d
+		}
 		k := min(int64(len(buf)), int64(to-pos))
 		if _, err := f.ReadAt(buf[:k], int64(pos)); err != nil {
 			return false, err
 		}
-		for _, c := range buf[:k] {
-			if c != 0 {
-				return false, nil
-			}
+		if !bytes.Equal(buf[:k], zeroChunk[:k]) {
+			return false, nil
 		}
 		pos += record.Position(k)
 	}
 	return true, nil
+}
+
+// zeroChunk is what allZero compares each chunk it reads with.
+var zeroChunk [copyChunk]byte
+
+// nextData returns where f's first byte of data at or after pos is (the
+// file's size when only a hole follows), when its file system can say
+// (SEEK_DATA on an *os.File); ok is false when it cannot.
+func nextData(f vfs.File, pos record.Position) (record.Position, bool) {
+	s, ok := f.(io.Seeker)
+	if !ok {
+		return 0, false
+	}
+	d, err := s.Seek(int64(pos), unix.SEEK_DATA)
+	switch {
+	case err == nil:
+		return record.Position(d), true
+	case errors.Is(err, unix.ENXIO): // nothing but a hole from pos on
+		return record.Position(math.MaxInt64), true
+	}
+	return 0, false
 }
 
 // firstBase returns the base offset of the batch at position 0 of f when
@@ -486,7 +517,10 @@ func scanSegment(f vfs.File, logPath string, base record.Offset, size record.Pos
 		}
 		verify = nil // indexes are rebuilt in any case
 		r := BadRange{From: end, To: size, LostFrom: next, LostTo: -1, Reason: reason, batchesBefore: res.Batches}
-		q, ok, err := record.Resync(f, end+1, size, 0, func(c *record.Batch) bool {
+		// A segment holds at most MaxInt32 bytes (segment.bytes, as in
+		// Kafka): no batch of it starts or ends past that, however large
+		// the file (a sparse tail of gigabytes).
+		q, ok, err := record.Resync(f, end+1, min(size, math.MaxInt32), 0, func(c *record.Batch) bool {
 			return c.CheckFollows(base, next, math.MaxInt64) == nil
 		})
 		if err != nil {
