@@ -420,14 +420,14 @@ func firstBase(f vfs.File, size record.Position) record.Offset {
 func existingIndexes(fs vfs.FS, dir string, base record.Offset, size record.Position) (*index.Verifier, error) {
 	offPath := layout.SegmentPath(dir, base, layout.IndexSuffix)
 	timePath := layout.SegmentPath(dir, base, layout.TimeIndexSuffix)
-	offData, err := vfs.ReadFile(fs, offPath)
+	offData, err := index.ReadFile(fs, offPath, index.OffsetEntrySize)
 	if err != nil {
 		if isNotExist(err) || vfs.IsPlanted(err) { // a planted link: rebuilt in its place
 			return nil, nil
 		}
 		return nil, err
 	}
-	timeData, err := vfs.ReadFile(fs, timePath)
+	timeData, err := index.ReadFile(fs, timePath, index.TimeEntrySize)
 	if err != nil {
 		if isNotExist(err) || vfs.IsPlanted(err) {
 			return nil, nil

@@ -8,7 +8,6 @@ import (
 
 	"github.com/logfs/logfs/index"
 	"github.com/logfs/logfs/record"
-	"github.com/logfs/logfs/vfs"
 )
 
 // ErrCheck is wrapped by every inconsistency Check reports.
@@ -236,7 +235,7 @@ const maxIndexProblems = 10
 // they break a structural rule, which it reports.
 func (s *segment) indexVerifier(fail func(string, ...any), size record.Position) *index.Verifier {
 	s.repairIndexesForCheck()
-	offData, err := vfs.ReadFile(s.fs, s.indexPath())
+	offData, err := index.ReadFile(s.fs, s.indexPath(), index.OffsetEntrySize)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // indexed in memory; a writable open rebuilds it
 	}
@@ -244,7 +243,7 @@ func (s *segment) indexVerifier(fail func(string, ...any), size record.Position)
 		fail("%v", err)
 		return nil
 	}
-	timeData, err := vfs.ReadFile(s.fs, s.timeIndexPath())
+	timeData, err := index.ReadFile(s.fs, s.timeIndexPath(), index.TimeEntrySize)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
