@@ -3,15 +3,12 @@ package index
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/logfs/logfs/record"
 	"github.com/logfs/logfs/vfs"
@@ -379,7 +376,7 @@ func (x *file) firstMap() (err error) {
 	// checked, so that a sparse tail (Kafka preallocates with a hole; a
 	// file made huge with truncate) is not read page by page.
 	checked := x.data
-	if end, ok := dataEnd(f, size); ok && end < size {
+	if end, ok := vfs.DataEnd(f, size); ok && end < size {
 		checked = x.data[:(end+es-1)/es*es]
 	}
 	if n, rule := x.check(checked, x.logSize.Load()); rule != "" {
@@ -988,59 +985,4 @@ func (x *file) Mapped() bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.mapping != nil
-}
-
-// dataEnd returns where the last of f's data ends (SEEK_DATA, SEEK_HOLE):
-// every byte from there to size is in a hole and reads as zero. ok is false
-// when the file system cannot say (f is not an *os.File, or the seeks
-// fail).
-func dataEnd(f vfs.File, size int64) (end int64, ok bool) {
-	s, isSeeker := f.(io.Seeker)
-	if !isSeeker {
-		return 0, false
-	}
-	for off := int64(0); off < size; {
-		d, err := s.Seek(off, unix.SEEK_DATA)
-		if errors.Is(err, unix.ENXIO) {
-			break // only a hole from off on
-		}
-		if err != nil {
-			return 0, false
-		}
-		h, err := s.Seek(d, unix.SEEK_HOLE)
-		if err != nil {
-			return 0, false
-		}
-		end, off = h, h
-	}
-	return min(end, size), true
-}
-
-// ReadFile reads an index file for its entries, as vfs.ReadFile would,
-// except for a tail in a hole (Kafka's preallocation, or a file made huge
-// with truncate): that reads as zeros, which end the entries, so it is
-// left out, and a sparse file of gigabytes costs what its data does. What
-// is read is the file up to the end of its last data, rounded up to whole
-// entries of entrySize; all of it when the file system cannot say where
-// the data is or the size is not whole entries (the rules then say so).
-func ReadFile(fsys vfs.FS, path string, entrySize int) ([]byte, error) {
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	size, es := st.Size(), int64(entrySize)
-	if end, ok := dataEnd(f, size); ok && size%es == 0 {
-		size = min(size, (end+es-1)/es*es)
-	}
-	buf := make([]byte, size)
-	n, err := f.ReadAt(buf, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	return buf[:n], nil
 }

@@ -13,7 +13,7 @@ import (
 
 // TestSparseTail: an offset index of three entries whose file was made
 // 4 GiB with truncate (a hole: zeros, no disk space) has three entries,
-// whether mapped (OpenOffsetIndex) or read for a check (ReadFile); the
+// whether mapped (OpenOffsetIndex) or read for a check (vfs.ReadFileData); the
 // hole is neither mapped page by page nor read (it took 12 s to open and
 // 16 GiB of memory to read at 16 GiB). A file that is not whole entries
 // is read whole, for the rules to refuse.
@@ -27,7 +27,7 @@ func TestSparseTail(t *testing.T) {
 	require.NoError(t, os.WriteFile(p, entries, 0o644))
 	require.NoError(t, os.Truncate(p, 4<<30))
 
-	b, err := ReadFile(vfs.Default, p, OffsetEntrySize)
+	b, err := vfs.ReadFileData(vfs.Default, p, OffsetEntrySize)
 	require.NoError(t, err)
 	require.Less(t, len(b), 1<<20, "the hole is not read")
 	require.Equal(t, entries, b[:len(entries)])
@@ -43,7 +43,7 @@ func TestSparseTail(t *testing.T) {
 	require.NoError(t, x.Close())
 
 	require.NoError(t, os.Truncate(p, int64(len(entries))+3))
-	b, err = ReadFile(vfs.Default, p, OffsetEntrySize)
+	b, err = vfs.ReadFileData(vfs.Default, p, OffsetEntrySize)
 	require.NoError(t, err)
 	require.Len(t, b, len(entries)+3)
 	_, err = DecodeOffsetEntries(p, b, 0, 1<<20)

@@ -181,7 +181,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			line("%s", h.String(name))
 		}
 		for _, d := range p.Expired {
-			line("%s: %sremove %s (%d bytes): %s", name, would, filepath.Base(d.File), d.Bytes, d.Why)
+			line("%s", d.ExpiredString(name, would))
 		}
 		for _, c := range p.Corrupt {
 			line("%s: corrupt batch in %s at %d: %s", name, filepath.Base(c.File), c.At, c.Reason)
@@ -234,6 +234,12 @@ func (d *Dropped) String(partition, would string) string {
 		as = " as " + filepath.Base(d.AsideAs)
 	}
 	return fmt.Sprintf("%s: %sset aside %s (%d bytes)%s: %s", partition, would, filepath.Base(d.File), d.Bytes, as, d.Why)
+}
+
+// ExpiredString is the report's line for a segment removed as expired
+// (PartitionReport.Expired).
+func (d *Dropped) ExpiredString(partition, would string) string {
+	return fmt.Sprintf("%s: %sremove %s (%d bytes): %s", partition, would, filepath.Base(d.File), d.Bytes, d.Why)
 }
 
 // String is the report's line for the hole.

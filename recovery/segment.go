@@ -11,8 +11,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/logfs/logfs/index"
 	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/record"
@@ -351,11 +349,11 @@ func allZero(f vfs.File, from, to record.Position) (bool, error) {
 		// A hole reads as zeros: skip it where the file system says
 		// where data is (SEEK_DATA), so that a sparse tail of gigabytes
 		// costs a system call, not a read of every byte.
-		if d, ok := nextData(f, pos); ok {
-			if d >= to {
+		if d, ok := vfs.NextData(f, int64(pos)); ok {
+			if d >= int64(to) {
 				return true, nil
 			}
-			pos = d
+			pos = record.Position(d)
 		}
 		k := min(int64(len(buf)), int64(to-pos))
 		if _, err := f.ReadAt(buf[:k], int64(pos)); err != nil {
@@ -371,24 +369,6 @@ func allZero(f vfs.File, from, to record.Position) (bool, error) {
 
 // zeroChunk is what allZero compares each chunk it reads with.
 var zeroChunk [copyChunk]byte
-
-// nextData returns where f's first byte of data at or after pos is (the
-// file's size when only a hole follows), when its file system can say
-// (SEEK_DATA on an *os.File); ok is false when it cannot.
-func nextData(f vfs.File, pos record.Position) (record.Position, bool) {
-	s, ok := f.(io.Seeker)
-	if !ok {
-		return 0, false
-	}
-	d, err := s.Seek(int64(pos), unix.SEEK_DATA)
-	switch {
-	case err == nil:
-		return record.Position(d), true
-	case errors.Is(err, unix.ENXIO): // nothing but a hole from pos on
-		return record.Position(math.MaxInt64), true
-	}
-	return 0, false
-}
 
 // firstBase returns the base offset of the batch at position 0 of f when
 // it is intact (record.ParseBatch), else -1.
@@ -420,14 +400,14 @@ func firstBase(f vfs.File, size record.Position) record.Offset {
 func existingIndexes(fs vfs.FS, dir string, base record.Offset, size record.Position) (*index.Verifier, error) {
 	offPath := layout.SegmentPath(dir, base, layout.IndexSuffix)
 	timePath := layout.SegmentPath(dir, base, layout.TimeIndexSuffix)
-	offData, err := index.ReadFile(fs, offPath, index.OffsetEntrySize)
+	offData, err := vfs.ReadFileData(fs, offPath, index.OffsetEntrySize)
 	if err != nil {
 		if isNotExist(err) || vfs.IsPlanted(err) { // a planted link: rebuilt in its place
 			return nil, nil
 		}
 		return nil, err
 	}
-	timeData, err := index.ReadFile(fs, timePath, index.TimeEntrySize)
+	timeData, err := vfs.ReadFileData(fs, timePath, index.TimeEntrySize)
 	if err != nil {
 		if isNotExist(err) || vfs.IsPlanted(err) {
 			return nil, nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/logfs/logfs/index"
 	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/vfs"
 )
 
 // ErrCheck is wrapped by every inconsistency Check reports.
@@ -235,7 +236,7 @@ const maxIndexProblems = 10
 // they break a structural rule, which it reports.
 func (s *segment) indexVerifier(fail func(string, ...any), size record.Position) *index.Verifier {
 	s.repairIndexesForCheck()
-	offData, err := index.ReadFile(s.fs, s.indexPath(), index.OffsetEntrySize)
+	offData, err := vfs.ReadFileData(s.fs, s.indexPath(), index.OffsetEntrySize)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // indexed in memory; a writable open rebuilds it
 	}
@@ -243,7 +244,7 @@ func (s *segment) indexVerifier(fail func(string, ...any), size record.Position)
 		fail("%v", err)
 		return nil
 	}
-	timeData, err := index.ReadFile(s.fs, s.timeIndexPath(), index.TimeEntrySize)
+	timeData, err := vfs.ReadFileData(s.fs, s.timeIndexPath(), index.TimeEntrySize)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -52,7 +52,7 @@ func newRecoveryReport(r *recovery.PartitionReport, readOnly bool) RecoveryRepor
 	// by the word of a checkpoint or of a swap: the user sees them before
 	// a repair acts on them.
 	for _, d := range r.Expired {
-		out.Lines = append(out.Lines, fmt.Sprintf("%s: %sremove %s (%d bytes): %s", name, would, filepath.Base(d.File), d.Bytes, d.Why))
+		out.Lines = append(out.Lines, d.ExpiredString(name, would))
 	}
 	if len(r.Swapped) > 0 {
 		swapped := make([]string, len(r.Swapped))

@@ -205,6 +205,20 @@ func writeFileAtomic(fs FS, name, tmp string, fill func(File) error) error {
 
 // ReadFile reads a whole file.
 func ReadFile(fs FS, name string) ([]byte, error) {
+	return readFile(fs, name, 0)
+}
+
+// ReadFileData is ReadFile for a file of records of unit bytes whose zero
+// tail ends them (an index, preallocated or made huge with truncate): a
+// tail in a hole reads as zeros and is left out, so that a sparse file of
+// gigabytes costs what its data does. It reads up to the end of the file's
+// last data rounded up to whole units; all of it when the file system
+// cannot say where the data is or the size is not whole units.
+func ReadFileData(fs FS, name string, unit int64) ([]byte, error) {
+	return readFile(fs, name, unit)
+}
+
+func readFile(fs FS, name string, unit int64) ([]byte, error) {
 	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -214,7 +228,13 @@ func ReadFile(fs FS, name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, st.Size())
+	size := st.Size()
+	if unit > 0 && size%unit == 0 {
+		if end, ok := DataEnd(f, size); ok {
+			size = min(size, (end+unit-1)/unit*unit)
+		}
+	}
+	buf := make([]byte, size)
 	n, err := f.ReadAt(buf, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
