@@ -162,6 +162,8 @@
 //	*.swap (completed or interrupted swap)       any        swap completed: replaced segments removed,
 //	                                                          suffix dropped, missing indexes rebuilt
 //	*.swap of an unfinished split                any        removed with the *.cleaned
+//	*.index.swap, *.timeindex.swap without       any        removed: nothing to derive them from
+//	  their *.log.swap
 //	*.swap in logfs's own data directory, or     any        set aside (*.log.swap.stray), never
 //	  with no valid batch, or reaching into                   completed: the old segments stay
 //	  the last segment

@@ -866,6 +866,28 @@ func isIndexName(name string) bool {
 // the word of a file that does not add up.
 func (l *loader) completeSwaps(swaps, names []string) ([]string, error) {
 	o := l.o
+	// An index swap whose .log.swap is gone (a kill while a swap was set
+	// aside, or a planted file) has nothing to be derived from: it goes,
+	// rather than take the place of its segment's index.
+	logSwaps := map[record.Offset]bool{}
+	for _, name := range swaps {
+		if base, suffix, _ := layout.ParseSegmentFileName(name); suffix == layout.LogSuffix+layout.SwapSuffix {
+			logSwaps[base] = true
+		}
+	}
+	var withLog []string
+	for _, name := range swaps {
+		if base, _, _ := layout.ParseSegmentFileName(name); !logSwaps[base] {
+			if err := l.remove(name, "removing an index swap without its .log.swap"); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		withLog = append(withLog, name)
+	}
+	if swaps = withLog; len(swaps) == 0 {
+		return names, nil
+	}
 	if o.Gapless {
 		return names, l.setSwapsAside(swaps, "a swap in a partition that is never compacted: no log cleaner wrote it")
 	}

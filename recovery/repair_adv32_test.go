@@ -471,3 +471,27 @@ func TestAdv32SparseTailCut(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, matches, "zeros are not kept aside")
 }
+
+// TestAdv32OrphanIndexSwapRemoved: an index swap whose .log.swap is gone
+// (a kill after a swap's .log was set aside and before its index swaps were
+// removed, or a planted file) is removed, not renamed over the segment's
+// own index, in a Kafka data directory, where swaps are completed, and in
+// logfs's own.
+func TestAdv32OrphanIndexSwapRemoved(t *testing.T) {
+	for _, kafka := range []bool{false, true} {
+		t.Run(fmt.Sprintf("kafka=%v", kafka), func(t *testing.T) {
+			b := buildPartition(t, 60)
+			if kafka {
+				writeFile(t, filepath.Join(b.data, "meta.properties"), []byte("version=1\n"))
+			}
+			tim := b.path(1, layout.TimeIndexSuffix)
+			orig := readFile(t, tim)
+			writeFile(t, tim+layout.SwapSuffix, []byte("not a time index"))
+			l, p := adv32Open(t, b.data, storage.Options{})
+			adv32ReadAll(t, p, b.end)
+			require.NoError(t, l.Close())
+			require.NoFileExists(t, tim+layout.SwapSuffix)
+			require.Equal(t, orig, readFile(t, tim), "the segment's own time index stays")
+		})
+	}
+}
