@@ -114,8 +114,13 @@ type Log struct {
 	settingsMu sync.Mutex
 
 	// ckptMu serialises checkpoint writes: they share the files' .tmp
-	// names, and two at once could interleave into a corrupt file.
+	// names, and two at once could interleave into a corrupt file. It is
+	// taken after mu, never before.
 	ckptMu sync.Mutex
+	// ckptTopics names the topics with entries in the checkpoint files on
+	// disk, as last read or written: a deleted topic's stay there until
+	// the next write (see forgetCheckpointsOf).
+	ckptTopics map[string]bool // GUARDED_BY(ckptMu)
 
 	delMu   sync.Mutex
 	pending map[*delayedJob]struct{} // GUARDED_BY(delMu)
@@ -209,6 +214,7 @@ func (l *Log) open() error {
 	l.shutDownCleanly = clean
 	recoveryPoints := l.readCheckpoint(layout.RecoveryPointFile)
 	logStarts := l.readCheckpoint(layout.LogStartFile)
+	l.ckptTopics = checkpointTopics(recoveryPoints, logStarts)
 	if recoveryPoints == nil {
 		clean = false // Kafka: an unreadable recovery point means recovering everything
 		recoveryPoints = map[recovery.TopicPartition]record.Offset{}
@@ -523,6 +529,9 @@ func (l *Log) CreateTopic(name string, partitions int, o Overrides) (*Topic, err
 			return nil, fmt.Errorf("%w: %q collides with the existing topic %q: Kafka takes '.' and '_' alike in topic names", ErrTopicCollides, name, other)
 		}
 	}
+	if err := l.forgetCheckpointsOf(name); err != nil {
+		return nil, err
+	}
 	// Whole or not at all (see topicfile.go): marked as being created
 	// until its last partition is durable.
 	if err := l.writeTopicFile(name, topicFile{overrides: o, state: topicCreating}); err != nil {
@@ -603,6 +612,41 @@ func (l *Log) Sync() error {
 func (l *Log) allTopics() []*Topic {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
+	return l.topicsLocked()
+}
+
+func (l *Log) writeCheckpoints() error {
+	if l.opts.ReadOnly {
+		return nil
+	}
+	// The topics are taken under mu and the files written under ckptMu,
+	// taken before mu is let go: a topic deleted and created again after
+	// this list was taken writes its checkpoints after these.
+	l.mu.RLock()
+	topics := l.topicsLocked()
+	l.ckptMu.Lock()
+	l.mu.RUnlock()
+	defer l.ckptMu.Unlock()
+	return l.writeCheckpointsOf(topics)
+}
+
+// forgetCheckpointsOf rewrites the checkpoint files without the entries of
+// a deleted topic called name, before a topic of that name is created:
+// otherwise a crash before the next checkpoint write would hand the new
+// topic's partitions the old ones' log start offsets and recovery points,
+// and recovery would remove the new records as deleted by retention. The
+// caller holds mu.
+func (l *Log) forgetCheckpointsOf(name string) error {
+	l.ckptMu.Lock()
+	defer l.ckptMu.Unlock()
+	if !l.ckptTopics[name] {
+		return nil
+	}
+	return l.writeCheckpointsOf(l.topicsLocked())
+}
+
+// topicsLocked returns the open topics; the caller holds mu.
+func (l *Log) topicsLocked() []*Topic {
 	ts := make([]*Topic, 0, len(l.topics))
 	for _, t := range l.topics {
 		ts = append(ts, t)
@@ -610,15 +654,12 @@ func (l *Log) allTopics() []*Topic {
 	return ts
 }
 
-func (l *Log) writeCheckpoints() error {
-	if l.opts.ReadOnly {
-		return nil
-	}
-	l.ckptMu.Lock()
-	defer l.ckptMu.Unlock()
+// writeCheckpointsOf writes the checkpoints of topics; the caller holds
+// ckptMu.
+func (l *Log) writeCheckpointsOf(topics []*Topic) error {
 	rp := map[recovery.TopicPartition]record.Offset{}
 	ls := map[recovery.TopicPartition]record.Offset{}
-	for _, t := range l.allTopics() {
+	for _, t := range topics {
 		t.checkpoints(rp, ls) // each recovery point read before its log start
 	}
 	// The log start first, and the recovery point only once it is durable.
@@ -630,7 +671,22 @@ func (l *Log) writeCheckpoints() error {
 	if err := recovery.WriteCheckpoint(l.fs, filepath.Join(l.dir, layout.LogStartFile), ls); err != nil {
 		return err
 	}
-	return recovery.WriteCheckpoint(l.fs, filepath.Join(l.dir, layout.RecoveryPointFile), rp)
+	if err := recovery.WriteCheckpoint(l.fs, filepath.Join(l.dir, layout.RecoveryPointFile), rp); err != nil {
+		return err
+	}
+	l.ckptTopics = checkpointTopics(rp, ls)
+	return nil
+}
+
+// checkpointTopics returns the topics with entries in checkpoints.
+func checkpointTopics(ckpts ...map[recovery.TopicPartition]record.Offset) map[string]bool {
+	names := map[string]bool{}
+	for _, m := range ckpts {
+		for tp := range m {
+			names[tp.Topic] = true
+		}
+	}
+	return names
 }
 
 // Close shuts the log down cleanly: flush and close every partition, write

@@ -11,6 +11,7 @@ import (
 
 	"github.com/logfs/logfs/internal/crashfs"
 	"github.com/logfs/logfs/layout"
+	"github.com/logfs/logfs/record"
 )
 
 // TestLongTopicNames: every valid name works end to end, the longest
@@ -204,4 +205,51 @@ func TestCreateTopicCrash(t *testing.T) {
 		_, err := l.CreateTopic("doomed", 3, small("retention.ms=-1"))
 		return err
 	})
+}
+
+// TestRecreatedTopicInheritsNoCheckpoint: a topic deleted and created again
+// under its old name does not take the old topic's checkpoint entries. A
+// crash after the new records are durable but before the next checkpoint
+// write (up to a minute later) used to give the new partition the old log
+// start: its records, below it, were removed as deleted by retention. And
+// the old recovery point, past the new log end, claimed offsets the new
+// partition never had.
+func TestRecreatedTopicInheritsNoCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	l := reopen(t, dir, false)
+	top, err := l.CreateTopic("t", 1, nil)
+	require.NoError(t, err)
+	p, err := top.Partition(0)
+	require.NoError(t, err)
+	_, err = p.Append(values(100, "old"))
+	require.NoError(t, err)
+	_, err = p.AdvanceStart(50)
+	require.NoError(t, err)
+	require.NoError(t, l.Sync()) // checkpoints: log start 50, recovery point 100
+
+	require.NoError(t, l.DeleteTopic("t"))
+	top, err = l.CreateTopic("t", 1, nil)
+	require.NoError(t, err)
+	p, err = top.Partition(0)
+	require.NoError(t, err)
+	_, err = p.Append(values(10, "new"))
+	require.NoError(t, err)
+	require.NoError(t, p.Sync()) // durable; no checkpoint written
+
+	crashed := t.TempDir() // what a kill -9 now leaves
+	copyDir(t, dir, crashed)
+	require.NoError(t, l.Close())
+
+	l = reopen(t, crashed, false)
+	defer l.Close()
+	rep := l.RecoveryReport()
+	require.Empty(t, rep.Partitions[0].Expired, "nothing is taken for deleted by retention")
+	p, err = l.Partition("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, record.Offset(0), p.StartOffset())
+	require.Equal(t, record.Offset(10), p.EndOffset())
+	got := readAll(t, p, 0)
+	require.Len(t, got, 10)
+	require.Equal(t, "0:new-0", got[0])
+	require.NoError(t, l.Check())
 }
