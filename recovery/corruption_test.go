@@ -166,7 +166,9 @@ func corruptionCases(ref *built) map[string]corruptCase {
 			},
 			want: func(b *built) corruptWant {
 				if k == 0 {
-					return corruptWant{end: b.lastBatch(b.last()).base, cutSeg: -1}
+					// A whole batch below the recovery point gone: no cut,
+					// but its offsets were durable.
+					return lostDurableEnd(b, corruptWant{end: b.lastBatch(b.last()).base, cutSeg: -1})
 				}
 				return cutLast(b)
 			},
@@ -545,13 +547,15 @@ func corruptionCases(ref *built) map[string]corruptCase {
 				require.NoError(t, os.Remove(b.path(b.last(), layout.LogSuffix)))
 			},
 			want: func(b *built) corruptWant {
+				// Its offsets were durable (below the recovery point): the
+				// log goes on at the recovery point, past a hole.
 				w := corruptWant{end: b.segs[b.last()].base, cutSeg: -1}
 				for _, s := range []string{layout.IndexSuffix, layout.TimeIndexSuffix, layout.ViewIndexSuffix} {
 					if exists(b.path(b.last(), s)) {
 						w.removed = append(w.removed, filepath.Base(b.path(b.last(), s)))
 					}
 				}
-				return w
+				return lostDurableEnd(b, w)
 			},
 		}
 	}

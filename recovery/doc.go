@@ -66,11 +66,13 @@
 //     one after it are set aside, and the log ends where the earlier one
 //     ends;
 //     - a bad range below that is damage: it is cut out and the rest kept.
-//     In a gapless partition a bad range that takes the end of the last
-//     segment below the recovery point leaves the log end there: a new,
-//     empty segment starts at the recovery point, and the lost offsets are
-//     a hole between the two (they were durable and may have been read,
-//     so they are never handed out again);
+//     In a gapless partition a log that ends below the recovery point (a
+//     bad range took the end of the last segment, or the last .log is
+//     gone, or a gap that reaches past the recovery point begins below
+//     it) leaves the log end there: a new, empty segment starts at the
+//     recovery point, and the lost offsets are a hole between the two
+//     (they were durable and may have been read, so they are never handed
+//     out again; a read-only load reports the hole);
 //     A gap between segments entirely below is Kafka's compaction, or in a
 //     gapless partition a hole (PartitionReport.Holes).
 //     The bytes of every range cut are first copied to
@@ -168,8 +170,11 @@
 //	  with no valid batch, or reaching into                   completed: the old segments stay
 //	  the last segment
 //	index files with no .log (orphans)           any        removed
-//	active segment's .log missing                any        orphans removed; the log ends where the
-//	                                                          previous segment does; appends go on there
+//	active segment's .log missing, or its last   any        orphans removed; the log ends where the
+//	  batches below the recovery point                        previous data does. Gapless: an empty
+//	                                                          segment at the recovery point, the lost
+//	                                                          offsets a hole (never handed out again);
+//	                                                          Kafka's directory: appends go on there
 //	every segment file missing                   unclean    an empty segment at the recovery point
 //	segments entirely below the log-start        any        removed: retention deleted them, and a crash
 //	  checkpoint (retention's renames reverted)               brought some back (reported as expired)

@@ -144,13 +144,13 @@ func (l *loader) load() error {
 		// Every segment was set aside.
 		return l.empty()
 	}
-	if l.lostEnd && o.Gapless && !o.ReadOnly && o.RecoveryPoint > l.st.NextOffset {
-		if err := l.continueAtRecoveryPoint(); err != nil {
+	if last := l.st.Segments[len(l.st.Segments)-1]; !last.Recovered {
+		if err := l.lastSegmentEnd(files, last); err != nil {
 			return err
 		}
 	}
-	if last := l.st.Segments[len(l.st.Segments)-1]; !last.Recovered {
-		if err := l.lastSegmentEnd(files, last); err != nil {
+	if o.Gapless && o.RecoveryPoint > l.st.NextOffset && o.LogStart <= l.st.NextOffset {
+		if err := l.continueAtRecoveryPoint(); err != nil {
 			return err
 		}
 	}
@@ -342,18 +342,27 @@ func (l *loader) recoverSegments(files *segmentFiles, bases []record.Offset) err
 }
 
 // continueAtRecoveryPoint starts a new, empty segment at the recovery
-// point of a partition that is never compacted, when bad bytes cut
-// offsets below it off the end of the last segment: those offsets were
-// durable and may have been read, so they are never handed out again.
-// They become a hole between the two segments, which reads and check
-// report.
+// point of a partition that is never compacted and whose log ends below
+// it: bad bytes cut the end of the last segment off, or the last
+// segment's .log is gone. Those offsets were durable and may have been
+// read, so they are never handed out again. They become a hole between
+// the two segments, which reads and check report. A read-only load only
+// reports the hole.
 func (l *loader) continueAtRecoveryPoint() error {
 	o, st := l.o, l.st
 	from, base := st.NextOffset, o.RecoveryPoint
+	how := fmt.Sprintf("cut off the end of segment %d", prevSegBase(st))
+	if !l.lostEnd {
+		how = fmt.Sprintf("missing after segment %d, the last whose .log is there", prevSegBase(st))
+	}
+	if o.ReadOnly {
+		l.holeBetween(from, base, fmt.Sprintf("%s, below the recovery point %d; a writable open goes on at %d", how, base, base))
+		return nil
+	}
 	if err := l.createEmpty(base); err != nil {
 		return err
 	}
-	l.holeBetween(from, base, fmt.Sprintf("cut off the end of segment %d below the recovery point %d; the log goes on at %d", prevSegBase(st), base, base))
+	l.holeBetween(from, base, fmt.Sprintf("%s, below the recovery point %d; the log goes on at %d", how, base, base))
 	st.Segments = append(st.Segments, Segment{Base: base, Recovered: true})
 	st.NextOffset = base
 	return nil
