@@ -198,7 +198,7 @@
 //
 //	storage.ErrOffsetOutOfRange, ErrNoTopic, ErrNoPartition   ENOENT
 //	storage.ErrReadOnly                                       EROFS
-//	storage.ErrRecordTooLarge                                 EFBIG
+//	storage.ErrRecordTooLarge, ErrOffsetsExhausted            EFBIG
 //	storage.ErrInvalidTopic, ErrInvalidPartition,
 //	  ErrInvalidRecord, ErrInvalidTimestamp, ErrInvalidConfig EINVAL
 //	storage.ErrTopicExists, ErrTopicCollides (a.b beside a_b) EEXIST

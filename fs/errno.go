@@ -35,6 +35,8 @@ func toErrno(err error) (syscall.Errno, slog.Level) {
 		return syscall.EROFS, slog.LevelDebug
 	case errors.Is(err, storage.ErrRecordTooLarge):
 		return syscall.EFBIG, slog.LevelInfo
+	case errors.Is(err, storage.ErrOffsetsExhausted):
+		return syscall.EFBIG, slog.LevelError
 	case errors.Is(err, storage.ErrInvalidTopic),
 		errors.Is(err, storage.ErrInvalidPartition),
 		errors.Is(err, storage.ErrInvalidRecord),

@@ -119,6 +119,13 @@ func (h *BatchHeader) LastOffset() Offset { return h.BaseOffset + Offset(h.LastO
 // NextOffset is the offset that follows the batch.
 func (h *BatchHeader) NextOffset() Offset { return h.LastOffset() + 1 }
 
+// OffsetsFit reports whether a batch of lastOffsetDelta+1 offsets can
+// start at base: the offset after its last, the next batch's base, must
+// still be an int64 (math.MaxInt64 at most).
+func OffsetsFit(base Offset, lastOffsetDelta int32) bool {
+	return base >= 0 && lastOffsetDelta >= 0 && base <= math.MaxInt64-1-Offset(lastOffsetDelta)
+}
+
 // peekSize reads the size of the batch starting at b (at least 17 bytes)
 // and checks the magic byte. It is what a scanner needs to find the next batch.
 func peekSize(b []byte, pos Position) (int64, error) {
@@ -150,6 +157,8 @@ func ParseHeader(b []byte, pos Position) (BatchHeader, error) {
 		return h, corruptf(pos, "negative last offset delta %d", h.LastOffsetDelta)
 	case h.RecordCount < 0:
 		return h, corruptf(pos, "negative record count %d", h.RecordCount)
+	case !OffsetsFit(h.BaseOffset, h.LastOffsetDelta):
+		return h, corruptf(pos, "base offset %d and last offset delta %d pass the largest offset", h.BaseOffset, h.LastOffsetDelta)
 	case h.Attributes.Compression() > Zstd:
 		return h, corruptf(pos, "unknown compression %d", h.Attributes.Compression())
 	}

@@ -627,3 +627,22 @@ func TestRecordsIn(t *testing.T) {
 	require.False(t, it.Next())
 	require.Error(t, it.Err())
 }
+
+// TestHeaderOffsetsPastTheLargest: a batch whose last offset would pass
+// math.MaxInt64 - 1 (the offset after it would not be an int64) is
+// corrupt, not a batch whose next offset wraps to a negative one.
+func TestHeaderOffsetsPastTheLargest(t *testing.T) {
+	raw := buildBatch(t, None, sampleRecords) // last offset delta 3
+	const largest = Offset(1<<63 - 1)
+	for base, ok := range map[Offset]bool{largest - 4: true, largest - 3: false, largest: false} {
+		SetBaseOffset(raw, base)
+		h, err := ParseHeader(raw, 0)
+		if ok {
+			require.NoError(t, err, "base %d", base)
+			require.Equal(t, largest, h.NextOffset())
+			continue
+		}
+		require.ErrorIs(t, err, ErrCorrupt, "base %d", base)
+		require.ErrorContains(t, err, "pass the largest offset")
+	}
+}

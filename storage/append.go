@@ -259,6 +259,9 @@ func (tx *appendTx) add(raw []byte, rendered int64, assign bool) error {
 		return err
 	}
 	if assign {
+		if !record.OffsetsFit(tx.end, h.LastOffsetDelta) {
+			return fmt.Errorf("%d records from offset %d: %w", int64(h.LastOffsetDelta)+1, tx.end, ErrOffsetsExhausted)
+		}
 		record.SetBaseOffset(raw, tx.end)
 		h.BaseOffset = tx.end
 	} else if h.BaseOffset < tx.end {

@@ -32,6 +32,11 @@ var (
 	// segment.bytes. Nothing of the append is written.
 	ErrRecordTooLarge = errors.New("logfs/storage: record too large")
 
+	// ErrOffsetsExhausted is returned by an append whose offsets would
+	// pass the largest, math.MaxInt64 - 1: a partition whose log end a
+	// damaged checkpoint moved there. Nothing of the append is written.
+	ErrOffsetsExhausted = errors.New("logfs/storage: the partition's offsets would pass the largest")
+
 	// ErrInvalidTopic is returned for a topic name that breaks Kafka's rules
 	// (see layout.ValidateTopic).
 	ErrInvalidTopic = layout.ErrInvalidTopic
