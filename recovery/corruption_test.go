@@ -134,10 +134,12 @@ func lostDurableEnd(b *built, w corruptWant) corruptWant {
 	lost := w.end
 	w.end = b.end
 	w.hole = true
-	w.roEnd = lost
+	// A read-only open shows the log the writable one makes, the empty
+	// segment at the recovery point included.
+	w.roEnd = b.end
 	w.roReadBack = func(t *testing.T, b *built, p *storage.Partition) {
 		offs, err := readRecords(t, p)
-		require.NoError(t, err)
+		require.ErrorIs(t, err, storage.ErrHole)
 		requireContiguous(t, offs, w.start, lost)
 	}
 	w.custom = func(t *testing.T, b *built, p *storage.Partition) {
@@ -367,15 +369,15 @@ func corruptionCases(ref *built) map[string]corruptCase {
 		},
 	}
 	cases["clean shutdown: garbage appended to the active segment"] = corruptCase{
-		// The marker vouches for the files: the garbage is not seen at
-		// open, and appends land after it. Documented, not defended.
+		// The walk to the log end finds it: cut off, and appends go on
+		// after the last batch, never after the garbage.
 		shutdown: clean,
 		damage: func(t *testing.T, b *built) {
 			appendBytes(t, b.path(b.last(), layout.LogSuffix), []byte("garbage!"))
 		},
 		want: func(b *built) corruptWant {
 			w := intact(b)
-			w.badOffset, w.badSeg, w.badAt = b.end, b.last(), record.Position(b.segs[b.last()].size)
+			w.cutSeg, w.cutAt = b.last(), record.Position(b.segs[b.last()].size)
 			return w
 		},
 	}

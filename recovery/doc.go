@@ -23,8 +23,10 @@
 // .kafka_cleanshutdown (WriteCleanShutdownMarker). The next open deletes
 // the marker first (TakeCleanShutdownMarker: a crash while loading must not
 // leave it to vouch for a half-loaded log, KAFKA-10471), trusts the
-// checkpoints, reads no log data and maps no index: it lists each folder,
-// stats the last segment, and storage opens the .log files.
+// checkpoints and maps no index: it lists each folder, walks the batch
+// headers of each last segment from its last offset-index entry to find
+// the log end (lastSegmentEnd, a few KiB: a damaged checkpoint must not
+// decide it), and storage opens the .log files. No other log data is read.
 //
 // # Unclean open
 //
@@ -141,8 +143,8 @@
 //	                                                          *record.CorruptError (file, position, reason);
 //	                                                          Check fails; Force cuts the batch out,
 //	                                                          keeps it aside, keeps the rest (a hole)
-//	garbage appended after a clean shutdown      clean      not seen at open (the marker vouches);
-//	                                                          reads reaching it fail; Force cuts it
+//	garbage appended after a clean shutdown      clean      found by the walk to the log end: cut and
+//	                                                          kept aside, as a torn tail
 //	.index or .timeindex removed                 any        rebuilt at load, byte for byte
 //	.index or .timeindex cut mid-entry,          any        rebuilt on first use, byte for byte (on a
 //	  .timeindex zeroed                                       read-only log: indexed in memory)
@@ -175,7 +177,9 @@
 //	                                                          segment at the recovery point, the lost
 //	                                                          offsets a hole (never handed out again);
 //	                                                          Kafka's directory: appends go on there
-//	every segment file missing                   unclean    an empty segment at the recovery point
+//	every segment file missing                   unclean    an empty segment at the recovery point;
+//	                                                          gapless: the offsets from the log start to
+//	                                                          it reported as lost (a hole)
 //	segments entirely below the log-start        any        removed: retention deleted them, and a crash
 //	  checkpoint (retention's renames reverted)               brought some back (reported as expired)
 //	log end below the log-start checkpoint       unclean    every segment dropped, an empty one at the log
@@ -211,8 +215,8 @@
 //
 // The CLI's two modes map onto storage.Options:
 //
-//	logfs check            {ReadOnly: true, ForceRecovery: true}: scan everything, change nothing,
-//	                       print what --repair would do; Log.Check() then verifies the rest
+//	logfs check            {ReadOnly: true}: load as a writable open would, change nothing, print
+//	                       what it would do; Log.Check() then reads and verifies every byte
 //	logfs check --repair   {ForceRecovery: true}: scan everything, cut out each bad range (kept
 //	                       aside), set strays aside, rebuild indexes, print what was done
 //

@@ -99,10 +99,6 @@ type loader struct {
 	o   PartitionOptions
 	st  *PartitionState
 	rep *PartitionReport
-	// anomaly says the listing found signs that segments went missing or
-	// were replaced (orphan index files, swaps): a clean load then reads
-	// the last segment instead of trusting the recovery point.
-	anomaly bool
 	// dirty says entries of the folder changed and need a SyncDir.
 	dirty bool
 	// lostEnd says bad bytes took the end of the last segment below the
@@ -346,8 +342,8 @@ func (l *loader) recoverSegments(files *segmentFiles, bases []record.Offset) err
 // it: bad bytes cut the end of the last segment off, or the last
 // segment's .log is gone. Those offsets were durable and may have been
 // read, so they are never handed out again. They become a hole between
-// the two segments, which reads and check report. A read-only load only
-// reports the hole.
+// the two segments, which reads and check report. A read-only load reports
+// the hole and shows the segment it would create, empty.
 func (l *loader) continueAtRecoveryPoint() error {
 	o, st := l.o, l.st
 	from, base := st.NextOffset, o.RecoveryPoint
@@ -356,7 +352,11 @@ func (l *loader) continueAtRecoveryPoint() error {
 		how = fmt.Sprintf("missing after segment %d, the last whose .log is there", prevSegBase(st))
 	}
 	if o.ReadOnly {
+		// The segment a writable open creates, which storage stands in
+		// for: reads see the hole as they will after that open.
 		l.holeBetween(from, base, fmt.Sprintf("%s, below the recovery point %d; a writable open goes on at %d", how, base, base))
+		st.Segments = append(st.Segments, Segment{Base: base, Recovered: true, IndexMissing: true})
+		st.NextOffset = base
 		return nil
 	}
 	if err := l.createEmpty(base); err != nil {
@@ -450,14 +450,16 @@ func (l *loader) corrupt(reason error) {
 }
 
 // lastSegmentEnd finds the log end offset when the last segment was not
-// scanned: the recovery point after a clean shutdown, when it is consistent
-// with the listing; else a walk of the batch headers from the last
-// offset-index entry, as Kafka's readNextOffset. On a writable load a walk
-// that meets an invalid batch recovers the segment instead, so that appends
-// never land after garbage.
+// scanned, as Kafka's readNextOffset: a walk of the batch headers from its
+// last offset-index entry (a few KiB; from the start when it has no
+// index). After a clean shutdown this is the only log data the load reads;
+// the recovery point the checkpoint gives is not taken for the end, since
+// a damaged checkpoint that still parses, or a deleted last segment, would
+// then hand out offsets twice. On a writable load a walk that meets an
+// invalid batch recovers the segment instead, so that appends never land
+// after garbage.
 func (l *loader) lastSegmentEnd(files *segmentFiles, last Segment) error {
 	o := l.o
-	rp := o.RecoveryPoint
 	logPath := layout.SegmentPath(o.Dir, last.Base, layout.LogSuffix)
 	if last.Size < 0 {
 		info, err := o.FS.Stat(logPath)
@@ -466,10 +468,6 @@ func (l *loader) lastSegmentEnd(files *segmentFiles, last Segment) error {
 		}
 		last.Size = record.Position(info.Size())
 		l.st.Segments[len(l.st.Segments)-1].Size = last.Size
-	}
-	if l.trusting() && !l.anomaly && rp >= last.Base && (last.Size == 0) == (rp == last.Base) {
-		l.st.NextOffset = rp
-		return nil
 	}
 	start := record.Position(0)
 	if !last.IndexMissing {
@@ -498,6 +496,11 @@ func (l *loader) lastSegmentEnd(files *segmentFiles, last Segment) error {
 	}
 	if scanErr == nil {
 		l.st.NextOffset = next
+		if rp := o.RecoveryPoint; l.trusting() && rp >= 0 && rp < next {
+			w := fmt.Sprintf("the recovery point %d is below the log end %d after a clean shutdown (a damaged checkpoint): the log ends where its data does", rp, next)
+			l.rep.Warnings = append(l.rep.Warnings, w)
+			o.Logger.Warn("recovery point below the log end after a clean shutdown", "dir", o.Dir, "recovery_point", rp, "log_end", next)
+		}
 		return nil
 	}
 	// The active segment ends in bytes that are not a batch.
@@ -596,6 +599,11 @@ func (l *loader) empty() error {
 	base := max(o.LogStart, o.RecoveryPoint, 0)
 	logPath := layout.SegmentPath(o.Dir, base, layout.LogSuffix)
 	l.rep.Created = logPath
+	if from := max(o.LogStart, 0); o.Gapless && o.RecoveryPoint > from {
+		// Offsets below the recovery point were durable, and no segment
+		// holds them any more: the log starts again at the recovery point.
+		l.holeBetween(from, base, fmt.Sprintf("no segment holding them is left, below the recovery point %d; the log starts again at %d", o.RecoveryPoint, base))
+	}
 	if !o.ReadOnly {
 		o.Logger.Info("partition has no segment; creating an empty one", "segment", logPath)
 		if err := l.createEmpty(base); err != nil {
@@ -751,7 +759,6 @@ func (l *loader) list() (*segmentFiles, error) {
 		case strings.HasSuffix(suffix, layout.CleanedSuffix):
 			minCleaned = min(minCleaned, base)
 			leftovers = append(leftovers, e.Name())
-			l.anomaly = true
 		case strings.HasSuffix(suffix, layout.SwapSuffix):
 			swaps = append(swaps, e.Name())
 		default:
@@ -773,7 +780,6 @@ func (l *loader) list() (*segmentFiles, error) {
 		}
 	}
 	if len(keptSwaps) > 0 {
-		l.anomaly = true
 		if names, err = l.completeSwaps(keptSwaps, names); err != nil {
 			return nil, err
 		}
@@ -822,7 +828,6 @@ func (l *loader) list() (*segmentFiles, error) {
 		if f.hasLog {
 			continue
 		}
-		l.anomaly = true
 		for _, name := range f.names {
 			if err := l.remove(name, "removing index file with no .log"); err != nil {
 				return nil, err

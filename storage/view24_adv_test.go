@@ -407,7 +407,7 @@ func TestView24BadBatchAfterMarked(t *testing.T) {
 							}
 							require.NotZero(t, n, what)
 						}
-						require.True(t, badData(rerr), "%s: %v", what, rerr)
+						require.True(t, advBadData(kind, rerr), "%s: %v", what, rerr)
 						require.Equal(t, len(want), len(got), what)
 						require.True(t, bytes.Equal(want, got), what)
 						sz, err := a.Size()

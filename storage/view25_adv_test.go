@@ -552,11 +552,11 @@ func TestView25BadBatchAfterFresh(t *testing.T) {
 					case at < xe:
 						require.Equal(t, int(end-at), n, what)
 						if err != nil {
-							require.True(t, badData(err), "%s: %v", what, err)
+							require.True(t, advBadData(kind, err), "%s: %v", what, err)
 						}
 					default:
 						require.Zero(t, n, what)
-						require.True(t, badData(err), "%s: %v", what, err)
+						require.True(t, advBadData(kind, err), "%s: %v", what, err)
 					}
 					v25Check(t, v, v25ChunkMax, what)
 					return n, err

@@ -15,13 +15,16 @@ import (
 )
 
 // adv32Limited runs the command under test in dir with its address space
-// limited to 1 GiB and a 60 s deadline, so that a runaway allocation fails
-// in the child instead of taking the machine's memory.
+// limited to 4 GiB and a 60 s deadline, so that a runaway allocation (the
+// memory a partition number of two billion once asked for) fails in the
+// child instead of taking the machine's memory. Not less: each thread's
+// stack takes address space, and under load, with 1 GiB, the runtime's
+// pthread_create failed now and then.
 func adv32Limited(t *testing.T, dir string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", `ulimit -v 1048576; exec "$@"`, "sh", logfsBin}, args...)...)
+	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", `ulimit -v 4194304; exec "$@"`, "sh", logfsBin}, args...)...)
 	cmd.Dir = dir
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
