@@ -400,9 +400,18 @@ func (pp *Prepend) Abort() {
 		return
 	}
 	pp.done = true
+	pp.p.filesMu.RLock()
+	defer pp.p.filesMu.RUnlock()
+	// After a close the paths may be a new partition's (a deleted topic
+	// created again); otherwise the next open removes the files, below
+	// the log start.
+	closed := pp.p.isClosed()
 	for _, s := range pp.segs {
 		paths := []string{s.logPath(), s.indexPath(), s.timeIndexPath(), s.viewIndexPath()}
 		s.release()
+		if closed {
+			continue
+		}
 		for _, path := range paths {
 			if err := pp.p.topic.log.fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				pp.p.topic.log.logger.Warn("remove an aborted prepended segment", "file", path, "err", err)

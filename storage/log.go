@@ -92,7 +92,12 @@ type Log struct {
 
 	mu     sync.RWMutex
 	topics map[string]*Topic // GUARDED_BY(mu)
-	closed bool              // GUARDED_BY(mu)
+	// undeleted holds why the delete of a topic failed half way: its
+	// settings file says "deleting" and some of its folders are left,
+	// which the next writable Open removes. Until then the name cannot be
+	// created again. GUARDED_BY(mu)
+	undeleted map[string]error
+	closed    bool // GUARDED_BY(mu)
 
 	stop chan struct{}
 	bg   sync.WaitGroup
@@ -117,10 +122,10 @@ type Log struct {
 	// names, and two at once could interleave into a corrupt file. It is
 	// taken after mu, never before.
 	ckptMu sync.Mutex
-	// ckptTopics names the topics with entries in the checkpoint files on
+	// ckptParts are the partitions with entries in the checkpoint files on
 	// disk, as last read or written: a deleted topic's stay there until
 	// the next write (see forgetCheckpointsOf).
-	ckptTopics map[string]bool // GUARDED_BY(ckptMu)
+	ckptParts map[recovery.TopicPartition]bool // GUARDED_BY(ckptMu)
 
 	delMu   sync.Mutex
 	pending map[*delayedJob]struct{} // GUARDED_BY(delMu)
@@ -129,7 +134,8 @@ type Log struct {
 
 // Open opens or creates the data directory dir. After an unclean shutdown it
 // recovers every partition first (see package recovery); after a clean one
-// it reads no log data and maps no index.
+// it maps no index and reads no log data but the headers that end each
+// partition's last segment, from its last offset-index entry.
 //
 // A writable Open takes the directory for this process (another gets an
 // error wrapping vfs.ErrLocked), creates it owner-only if it is missing
@@ -214,7 +220,7 @@ func (l *Log) open() error {
 	l.shutDownCleanly = clean
 	recoveryPoints := l.readCheckpoint(layout.RecoveryPointFile)
 	logStarts := l.readCheckpoint(layout.LogStartFile)
-	l.ckptTopics = checkpointTopics(recoveryPoints, logStarts)
+	l.ckptParts = checkpointParts(recoveryPoints, logStarts)
 	if recoveryPoints == nil {
 		clean = false // Kafka: an unreadable recovery point means recovering everything
 		recoveryPoints = map[recovery.TopicPartition]record.Offset{}
@@ -384,8 +390,9 @@ func (l *Log) readCheckpoint(name string) map[recovery.TopicPartition]record.Off
 
 // openSegments opens the segments of every loaded partition, on a pool of
 // RecoveryThreads workers: after a clean shutdown, opening a large data
-// directory is nothing but these opens and stats (no log byte is read and
-// no index mapped), tens of thousands of them.
+// directory is mostly these opens and stats (no index is mapped, and
+// recovery read only the headers that end each partition), tens of
+// thousands of them.
 func (l *Log) openSegments(topics []*Topic, dirs []string, states []*recovery.PartitionState) ([][]*segment, error) {
 	out := make([][]*segment, len(states))
 	cfgs := make([]*segmentConfig, len(states))
@@ -524,12 +531,19 @@ func (l *Log) CreateTopic(name string, partitions int, o Overrides) (*Topic, err
 	if l.topics[name] != nil {
 		return nil, fmt.Errorf("%q: %w", name, ErrTopicExists)
 	}
+	if err := l.undeleted[name]; err != nil {
+		return nil, fmt.Errorf("%q: %w: its delete failed half way (%v); reopen the data directory to finish it", name, ErrTopicExists, err)
+	}
 	for other := range l.topics {
 		if layout.TopicsCollide(name, other) {
 			return nil, fmt.Errorf("%w: %q collides with the existing topic %q: Kafka takes '.' and '_' alike in topic names", ErrTopicCollides, name, other)
 		}
 	}
-	if err := l.forgetCheckpointsOf(name); err != nil {
+	tps := make([]recovery.TopicPartition, partitions)
+	for i := range tps {
+		tps[i] = recovery.TopicPartition{Topic: name, Partition: i}
+	}
+	if err := l.forgetCheckpointsOf(tps...); err != nil {
 		return nil, err
 	}
 	// Whole or not at all (see topicfile.go): marked as being created
@@ -539,7 +553,7 @@ func (l *Log) CreateTopic(name string, partitions int, o Overrides) (*Topic, err
 	}
 	t := newTopic(l, name, o)
 	for i := 0; i < partitions; i++ {
-		if _, err := t.AddPartition(i); err != nil {
+		if _, err := t.addPartition(i); err != nil {
 			return nil, errors.Join(err, l.removeTopic(t))
 		}
 	}
@@ -561,6 +575,9 @@ func (l *Log) DeleteTopic(name string) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
 	t := l.topics[name]
 	if t == nil {
 		return fmt.Errorf("%q: %w", name, ErrNoTopic)
@@ -569,7 +586,14 @@ func (l *Log) DeleteTopic(name string) error {
 		return err // the topic stays, whole
 	}
 	delete(l.topics, name)
-	return l.removeTopic(t)
+	if err := l.removeTopic(t); err != nil {
+		if l.undeleted == nil {
+			l.undeleted = map[string]error{}
+		}
+		l.undeleted[name] = err
+		return err
+	}
+	return nil
 }
 
 // removeTopic closes t and removes its partition folders, then its
@@ -631,18 +655,20 @@ func (l *Log) writeCheckpoints() error {
 }
 
 // forgetCheckpointsOf rewrites the checkpoint files without the entries of
-// a deleted topic called name, before a topic of that name is created:
-// otherwise a crash before the next checkpoint write would hand the new
-// topic's partitions the old ones' log start offsets and recovery points,
-// and recovery would remove the new records as deleted by retention. The
-// caller holds mu.
-func (l *Log) forgetCheckpointsOf(name string) error {
+// partitions about to be created, which a deleted topic of the same name
+// left there (or a planted file holds): otherwise a crash before the next
+// checkpoint write would hand the new partitions the old ones' log start
+// offsets and recovery points, and recovery would remove the new records
+// as deleted by retention. The caller holds mu (a read lock is enough).
+func (l *Log) forgetCheckpointsOf(tps ...recovery.TopicPartition) error {
 	l.ckptMu.Lock()
 	defer l.ckptMu.Unlock()
-	if !l.ckptTopics[name] {
-		return nil
+	for _, tp := range tps {
+		if l.ckptParts[tp] {
+			return l.writeCheckpointsOf(l.topicsLocked())
+		}
 	}
-	return l.writeCheckpointsOf(l.topicsLocked())
+	return nil
 }
 
 // topicsLocked returns the open topics; the caller holds mu.
@@ -674,19 +700,19 @@ func (l *Log) writeCheckpointsOf(topics []*Topic) error {
 	if err := recovery.WriteCheckpoint(l.fs, filepath.Join(l.dir, layout.RecoveryPointFile), rp); err != nil {
 		return err
 	}
-	l.ckptTopics = checkpointTopics(rp, ls)
+	l.ckptParts = checkpointParts(rp, ls)
 	return nil
 }
 
-// checkpointTopics returns the topics with entries in checkpoints.
-func checkpointTopics(ckpts ...map[recovery.TopicPartition]record.Offset) map[string]bool {
-	names := map[string]bool{}
+// checkpointParts returns the partitions with entries in checkpoints.
+func checkpointParts(ckpts ...map[recovery.TopicPartition]record.Offset) map[recovery.TopicPartition]bool {
+	parts := map[recovery.TopicPartition]bool{}
 	for _, m := range ckpts {
 		for tp := range m {
-			names[tp.Topic] = true
+			parts[tp] = true
 		}
 	}
-	return names
+	return parts
 }
 
 // Close shuts the log down cleanly: flush and close every partition, write

@@ -38,7 +38,12 @@ type Partition struct {
 	id    int
 	dir   string
 
-	mu      sync.Mutex                    // serialises appends, rolls, retention, close
+	mu sync.Mutex // serialises appends, rolls, retention, close
+	// filesMu keeps close from running while files of segments already
+	// taken out of the log are renamed or removed by their paths
+	// (deleteSegments, Prepend.Abort), which after a close may name a new
+	// partition's files: a deleted topic created again. Taken before mu.
+	filesMu sync.RWMutex
 	segs    atomic.Pointer[[]*segment]    // sorted by base offset; replaced, never mutated
 	start   atomic.Int64                  // log start offset
 	end     atomic.Int64                  // log end offset: the next offset to assign
@@ -386,6 +391,17 @@ func (p *Partition) detachExpired(now time.Time) ([]*segment, error) {
 // so a crash may keep any subset of them: the caller has made the log
 // start offset that hides all of them durable first.
 func (p *Partition) deleteSegments(doomed []*segment, delay time.Duration) error {
+	p.filesMu.RLock()
+	defer p.filesMu.RUnlock()
+	if p.isClosed() {
+		// The paths may be a new partition's: the folder went with a
+		// deleted topic, or (a Log.Close) the next open removes the files,
+		// which lie below the log start the checkpoint already says.
+		for _, s := range doomed {
+			s.release()
+		}
+		return nil
+	}
 	var errs []error
 	for _, s := range doomed {
 		errs = append(errs, s.markDeleted())
@@ -408,6 +424,8 @@ func (p *Partition) close() error {
 	if !p.topic.log.opts.ReadOnly {
 		errs = append(errs, p.Sync())
 	}
+	p.filesMu.Lock()
+	defer p.filesMu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {

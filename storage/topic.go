@@ -89,9 +89,27 @@ func (t *Topic) Partition(id int) (*Partition, error) {
 // AddPartition creates partition id, which must be the next number: Kafka
 // only ever grows a topic's partitions.
 func (t *Topic) AddPartition(id int) (*Partition, error) {
-	if t.log.opts.ReadOnly {
+	l := t.log
+	if l.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	switch {
+	case l.closed:
+		return nil, ErrClosed
+	case l.topics[t.name] != t:
+		return nil, fmt.Errorf("%q: %w", t.name, ErrNoTopic) // deleted
+	}
+	if err := l.forgetCheckpointsOf(recovery.TopicPartition{Topic: t.name, Partition: id}); err != nil {
+		return nil, err
+	}
+	return t.addPartition(id)
+}
+
+// addPartition is AddPartition for a caller that holds t.log.mu and has
+// made sure the checkpoints hold nothing of the partition.
+func (t *Topic) addPartition(id int) (*Partition, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if id != len(t.partitions) {
