@@ -37,15 +37,7 @@ func adv33MountDir(t *testing.T, dir string) (string, *storage.Log, func()) {
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
-			deadline := time.Now().Add(10 * time.Second)
-			for srv.Unmount() != nil {
-				if time.Now().After(deadline) {
-					_ = fusetest.Unmount(mp, true)
-					t.Errorf("unmount failed; detached lazily")
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			unmountOrDetach(t, srv, mp)
 			require.NoError(t, l.Close())
 		})
 	}

@@ -60,6 +60,21 @@ func (w *adv32Log) panics() []string {
 	return out
 }
 
+// unmountOrDetach unmounts srv from mp, retrying for 10 s while the mount
+// is busy, then detaches it lazily and fails the test.
+func unmountOrDetach(t *testing.T, srv *Server, mp string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Unmount() != nil {
+		if time.Now().After(deadline) {
+			_ = fusetest.Unmount(mp, true)
+			t.Errorf("unmount failed; detached lazily")
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // adv32Mount opens a log with topic "t" (one partition, the given
 // settings), mounts it and returns the mount point, the partition and
 // the log. The mount is unmounted before the log closes; no panic may
@@ -83,15 +98,7 @@ func adv32Mount(t *testing.T, defaults storage.Overrides, o Options) (string, *s
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for srv.Unmount() != nil {
-			if time.Now().After(deadline) {
-				_ = fusetest.Unmount(mp, true)
-				t.Errorf("unmount failed; detached lazily")
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		unmountOrDetach(t, srv, mp)
 		require.Empty(t, h.panics(), "the mount panicked")
 	})
 	return mp, p, l, srv

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,17 +27,6 @@ import (
 // Adversarial tests of commit 16c4e74: a gapless log that ends below the
 // recovery point of the checkpoint goes on at the recovery point, past a
 // hole.
-
-func adv33Open(t *testing.T, data string, o storage.Options) (*storage.Log, *storage.Partition) {
-	t.Helper()
-	o.Logger = testLogger()
-	o.RetentionCheckInterval = -1
-	l, err := storage.Open(data, o)
-	require.NoError(t, err)
-	p, err := l.Partition("t", 0)
-	require.NoError(t, err)
-	return l, p
-}
 
 // adv33Logs lists the .log files of a partition folder.
 func adv33Logs(t *testing.T, dir string) []string {
@@ -150,7 +140,7 @@ func TestAdv33LostEndIdempotent(t *testing.T) {
 				if !clean {
 					removeMarker(t, b.data)
 				}
-				l, p := adv33Open(t, b.data, storage.Options{})
+				l, p := adv32Open(t, b.data, storage.Options{})
 				require.Equal(t, b.end, p.EndOffset(), "the log goes on at the recovery point")
 				holes := l.RecoveryReport().Partitions[0].Holes
 				require.Len(t, holes, 1)
@@ -177,7 +167,7 @@ func TestAdv33LostEndIdempotent(t *testing.T) {
 					if o.unclean && markerExists(b.data) {
 						removeMarker(t, b.data)
 					}
-					l, p := adv33Open(t, b.data, o.opts)
+					l, p := adv32Open(t, b.data, o.opts)
 					require.Equal(t, b.end, p.EndOffset(), "%s: the same log end", what)
 					if o.opts.ForceRecovery {
 						h := l.RecoveryReport().Partitions[0].Holes
@@ -193,7 +183,7 @@ func TestAdv33LostEndIdempotent(t *testing.T) {
 					require.Equal(t, want, adv33Logs(t, b.dir), "%s: no second empty segment", what)
 				}
 				// The first append after all that gets the recovery point.
-				l, p = adv33Open(t, b.data, storage.Options{})
+				l, p = adv32Open(t, b.data, storage.Options{})
 				off, err := p.Append([]storage.Record{{Value: []byte("after")}})
 				require.NoError(t, err)
 				require.Equal(t, b.end, off, "no offset is handed out twice")
@@ -223,13 +213,13 @@ func TestAdv33CleanShutdownLostEnd(t *testing.T) {
 	}
 	require.True(t, markerExists(b.data))
 
-	l, _ := adv33Open(t, b.data, storage.Options{ReadOnly: true, ForceRecovery: true})
+	l, _ := adv32Open(t, b.data, storage.Options{ReadOnly: true, ForceRecovery: true})
 	h := l.RecoveryReport().Partitions[0].Holes
 	require.Len(t, h, 1, "a forced load finds the hole")
 	require.Equal(t, [2]record.Offset{lost, b.end}, [2]record.Offset{h[0].From, h[0].To})
 	require.NoError(t, l.Close())
 
-	l, p := adv33Open(t, b.data, storage.Options{})
+	l, p := adv32Open(t, b.data, storage.Options{})
 	require.Equal(t, b.end, p.EndOffset())
 	adv33RequireHoleAt(t, p, lost, "writable open after a clean shutdown")
 	adv33RequireOnlyHoles(t, l, "writable open after a clean shutdown")
@@ -272,7 +262,7 @@ func adv33AppendsNeverWrap(t *testing.T, b *built, clean bool) {
 	if !clean {
 		removeMarker(t, b.data)
 	}
-	l, p := adv33Open(t, b.data, storage.Options{})
+	l, p := adv32Open(t, b.data, storage.Options{})
 	for i := 0; i < 3; i++ {
 		end := p.EndOffset()
 		require.GreaterOrEqual(t, end, record.Offset(0), "the log end is an offset")
@@ -286,7 +276,7 @@ func adv33AppendsNeverWrap(t *testing.T, b *built, clean bool) {
 	}
 	end := p.EndOffset()
 	require.NoError(t, l.Close(), "the log closes cleanly")
-	l, p = adv33Open(t, b.data, storage.Options{})
+	l, p = adv32Open(t, b.data, storage.Options{})
 	require.Equal(t, end, p.EndOffset())
 	require.NoError(t, l.Close())
 }
@@ -311,12 +301,12 @@ func TestAdv33OddRecoveryPoints(t *testing.T) {
 			b := buildPartition(t, 60)
 			adv33SetCheckpoint(t, b.data, layout.RecoveryPointFile, tc.rp)
 			removeMarker(t, b.data)
-			l, p := adv33Open(t, b.data, storage.Options{ReadOnly: true, ForceRecovery: true})
+			l, p := adv32Open(t, b.data, storage.Options{ReadOnly: true, ForceRecovery: true})
 			require.Equal(t, tc.end, p.EndOffset(), "a read-only load shows the log a writable one makes")
 			require.Equal(t, tc.hole, len(l.RecoveryReport().Partitions[0].Holes) == 1, "check reports a hole: %v", tc.hole)
 			require.NoError(t, l.Close())
 			for i := 0; i < 2; i++ {
-				l, p = adv33Open(t, b.data, storage.Options{})
+				l, p = adv32Open(t, b.data, storage.Options{})
 				require.Equal(t, tc.end, p.EndOffset())
 				if tc.hole {
 					adv33RequireHoleAt(t, p, b.end, "after the jump")
@@ -327,7 +317,7 @@ func TestAdv33OddRecoveryPoints(t *testing.T) {
 				require.NoError(t, l.Close())
 				removeMarker(t, b.data)
 			}
-			l, p = adv33Open(t, b.data, storage.Options{})
+			l, p = adv32Open(t, b.data, storage.Options{})
 			off, err := p.Append([]storage.Record{{Value: []byte("x")}})
 			require.NoError(t, err)
 			require.Equal(t, tc.end, off)
@@ -449,8 +439,9 @@ func TestAdv33TimeAndRetentionAcrossHole(t *testing.T) {
 			b := buildPartition(t, 60)
 			lost := adv33Damages[0].do(t, b)
 			removeMarker(t, b.data)
-			now := time.UnixMilli(stamp(1000))
-			l, p := adv33Open(t, b.data, storage.Options{Now: func() time.Time { return now }})
+			var now atomic.Int64 // unix ms; read by the log's background goroutine too
+			now.Store(stamp(1000))
+			l, p := adv32Open(t, b.data, storage.Options{Now: func() time.Time { return time.UnixMilli(now.Load()) }})
 			require.Equal(t, b.end, p.EndOffset())
 
 			for _, ts := range []int64{stamp(lost), stamp(b.end - 1), stamp(b.end + 100)} {
@@ -485,7 +476,7 @@ func TestAdv33TimeAndRetentionAcrossHole(t *testing.T) {
 			o := top.Overrides()
 			if byTime {
 				require.NoError(t, o.Set("retention.ms", "1000"))
-				now = time.UnixMilli(stamp(b.end+5) + 500) // only the record after the hole is young
+				now.Store(stamp(b.end+5) + 500) // only the record after the hole is young
 			} else {
 				require.NoError(t, o.Set("retention.bytes", "1"))
 			}
@@ -499,7 +490,7 @@ func TestAdv33TimeAndRetentionAcrossHole(t *testing.T) {
 			require.NoError(t, l.Check(), "no hole is left above the log start")
 			require.NoError(t, l.Close())
 
-			l, p = adv33Open(t, b.data, storage.Options{ForceRecovery: true})
+			l, p = adv32Open(t, b.data, storage.Options{ForceRecovery: true})
 			require.Empty(t, l.RecoveryReport().Partitions[0].Holes)
 			require.Equal(t, [2]record.Offset{b.end, b.end + 1}, [2]record.Offset{p.StartOffset(), p.EndOffset()})
 			require.NoError(t, l.Check())
@@ -573,7 +564,7 @@ func TestAdv33RetentionBeforeAnyAppend(t *testing.T) {
 			adv33Damages[0].do(t, b)
 			removeMarker(t, b.data)
 			now := time.UnixMilli(stamp(10_000))
-			l, p := adv33Open(t, b.data, storage.Options{Now: func() time.Time { return now }})
+			l, p := adv32Open(t, b.data, storage.Options{Now: func() time.Time { return now }})
 			want := adv33Logs(t, b.dir)
 			top, err := l.Topic("t")
 			require.NoError(t, err)
@@ -588,7 +579,7 @@ func TestAdv33RetentionBeforeAnyAppend(t *testing.T) {
 			logs := adv33Logs(t, b.dir)
 			require.Equal(t, want[len(want)-1:], logs, "only the segment at the recovery point is left")
 
-			l, p = adv33Open(t, b.data, storage.Options{})
+			l, p = adv32Open(t, b.data, storage.Options{})
 			require.Equal(t, [2]record.Offset{b.end, b.end}, [2]record.Offset{p.StartOffset(), p.EndOffset()})
 			off, err := p.Append([]storage.Record{{Value: []byte("x")}})
 			require.NoError(t, err)
@@ -703,7 +694,7 @@ func TestAdv33ViewsStopAtLostEnd(t *testing.T) {
 	for _, d := range adv33Damages {
 		t.Run(d.name, func(t *testing.T) {
 			b := buildPartition(t, 60)
-			l, p := adv33Open(t, b.data, storage.Options{})
+			l, p := adv32Open(t, b.data, storage.Options{})
 			v, err := p.NewView(storage.Values, 0)
 			require.NoError(t, err)
 			got, err := adv33ReadView(v)
@@ -716,7 +707,7 @@ func TestAdv33ViewsStopAtLostEnd(t *testing.T) {
 			lost := d.do(t, b)
 			removeMarker(t, b.data)
 			for round := 0; round < 2; round++ {
-				l, p := adv33Open(t, b.data, storage.Options{})
+				l, p := adv32Open(t, b.data, storage.Options{})
 				for _, from := range []record.Offset{0, lost - 2} {
 					what := fmt.Sprintf("round %d, view from %d", round, from)
 					want := adv33Rendered(from, lost)

@@ -349,7 +349,7 @@ func (l *loader) continueAtRecoveryPoint() error {
 	from, base := st.NextOffset, o.RecoveryPoint
 	how := fmt.Sprintf("cut off the end of segment %d", prevSegBase(st))
 	if !l.lostEnd {
-		how = fmt.Sprintf("missing after segment %d, the last whose .log is there", prevSegBase(st))
+		how = fmt.Sprintf("gone from the end of the log, which segment %d ends at %d", prevSegBase(st), from)
 	}
 	if o.ReadOnly {
 		// The segment a writable open creates, which storage stands in

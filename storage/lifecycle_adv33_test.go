@@ -61,20 +61,43 @@ func adv33WaitOrFail(t *testing.T, ch <-chan struct{}, d time.Duration, what str
 	}
 }
 
-// adv33Recreate deletes topic "t" and creates it again with one
-// partition, appends n records "new-i" and syncs them; it returns the new
-// partition.
-func adv33Recreate(t *testing.T, l *Log, n int) *Partition {
+// adv33MakeOld creates topic "t" of one partition holding records "old-i"
+// at offsets 50 to 99: retention took the first 50.
+func adv33MakeOld(t *testing.T, l *Log) {
 	t.Helper()
-	require.NoError(t, l.DeleteTopic("t"))
+	top, err := l.CreateTopic("t", 1, nil)
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	_, err = p.Append(values(100, "old"))
+	require.NoError(t, err)
+	_, err = p.AdvanceStart(50)
+	require.NoError(t, err)
+}
+
+// adv33Replace deletes topic "t", creates it again with one partition,
+// appends n records "new-i" and syncs them.
+func adv33Replace(l *Log, n int) error {
+	if err := l.DeleteTopic("t"); err != nil {
+		return err
+	}
 	top, err := l.CreateTopic("t", 1, small("retention.ms=-1"))
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	p, err := top.Partition(0)
-	require.NoError(t, err)
-	_, err = p.Append(values(n, "new"))
-	require.NoError(t, err)
-	require.NoError(t, p.Sync())
-	return p
+	if err != nil {
+		return err
+	}
+	if _, err := p.Append(values(n, "new")); err != nil {
+		return err
+	}
+	return p.Sync()
+}
+
+// adv33Recreate is adv33Replace, which must work.
+func adv33Recreate(t *testing.T, l *Log, n int) {
+	t.Helper()
+	require.NoError(t, adv33Replace(l, n))
 }
 
 // adv33RecreateBeside runs adv33Recreate's steps beside an operation
@@ -84,25 +107,7 @@ func adv33Recreate(t *testing.T, l *Log, n int) *Partition {
 func adv33RecreateBeside(t *testing.T, l *Log, g *adv33Gate, done <-chan error, what string) {
 	t.Helper()
 	rec := make(chan error, 1)
-	go func() {
-		rec <- func() error {
-			if err := l.DeleteTopic("t"); err != nil {
-				return err
-			}
-			top, err := l.CreateTopic("t", 1, small("retention.ms=-1"))
-			if err != nil {
-				return err
-			}
-			p, err := top.Partition(0)
-			if err != nil {
-				return err
-			}
-			if _, err := p.Append(values(10, "new")); err != nil {
-				return err
-			}
-			return p.Sync()
-		}()
-	}()
+	go func() { rec <- adv33Replace(l, 10) }()
 	time.Sleep(100 * time.Millisecond)
 	close(g.release)
 	for _, ch := range []<-chan error{done, rec} {
@@ -422,13 +427,7 @@ func TestAdv33PlantedEntriesOfAbsentTopic(t *testing.T) {
 func TestAdv33RecreateCrashSweep(t *testing.T) {
 	src := t.TempDir()
 	l := reopen(t, src, false)
-	top, err := l.CreateTopic("t", 1, nil)
-	require.NoError(t, err)
-	p, _ := top.Partition(0)
-	_, err = p.Append(values(100, "old"))
-	require.NoError(t, err)
-	_, err = p.AdvanceStart(50)
-	require.NoError(t, err)
+	adv33MakeOld(t, l)
 	keep, err := l.CreateTopic("keep", 1, nil)
 	require.NoError(t, err)
 	kp, _ := keep.Partition(0)
@@ -446,18 +445,7 @@ func TestAdv33RecreateCrashSweep(t *testing.T) {
 		if before != nil {
 			*before = cfs.Ops()
 		}
-		if err := l.DeleteTopic("t"); err != nil {
-			return l, err
-		}
-		top, err := l.CreateTopic("t", 1, nil)
-		if err != nil {
-			return l, err
-		}
-		p, _ := top.Partition(0)
-		if _, err := p.Append(values(10, "new")); err != nil {
-			return l, err
-		}
-		if err := p.Sync(); err != nil {
+		if err := adv33Replace(l, 10); err != nil {
 			return l, err
 		}
 		synced = true
@@ -750,33 +738,14 @@ func TestAdv33AddPartitionInheritsNoCheckpoint(t *testing.T) {
 func TestAdv33RecreateFullDisk(t *testing.T) {
 	src := t.TempDir()
 	l := reopen(t, src, false)
-	top, err := l.CreateTopic("t", 1, nil)
-	require.NoError(t, err)
-	p, _ := top.Partition(0)
-	_, err = p.Append(values(100, "old"))
-	require.NoError(t, err)
-	_, err = p.AdvanceStart(50)
-	require.NoError(t, err)
+	adv33MakeOld(t, l)
 	require.NoError(t, l.Close())
 
-	steps := func(l *Log) error {
-		if err := l.DeleteTopic("t"); err != nil {
-			return err
-		}
-		top, err := l.CreateTopic("t", 1, nil)
-		if err != nil {
-			return err
-		}
-		p, _ := top.Partition(0)
-		if _, err := p.Append(values(10, "new")); err != nil {
-			return err
-		}
-		return p.Sync()
-	}
+	steps := func(l *Log) error { return adv33Replace(l, 10) }
 	probe := shmTempDir(t)
 	copyDir(t, src, probe)
 	cfs := crashfs.New(vfs.Default)
-	l, err = Open(probe, Options{FS: cfs, Logger: testLogger(t), RetentionCheckInterval: -1})
+	l, err := Open(probe, Options{FS: cfs, Logger: testLogger(t), RetentionCheckInterval: -1})
 	require.NoError(t, err)
 	from := cfs.Ops()
 	require.NoError(t, steps(l))
