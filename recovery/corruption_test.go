@@ -790,7 +790,7 @@ func checkCorruptionOutcome(t *testing.T, b *built, sd shutdown, w corruptWant, 
 	require.Equal(t, w.start, p.StartOffset(), "log start")
 	checkReadBack(t, b, p, w)
 	if w.hole {
-		require.ErrorContains(t, l.Check(), "hole", "Check reports the hole")
+		require.ErrorIs(t, l.Check(), storage.ErrHole, "Check reports the hole")
 	} else if w.badAt == 0 && w.badOffset == 0 {
 		require.NoError(t, l.Check())
 		for _, f := range w.sameFiles {

@@ -55,7 +55,7 @@ func (p *Partition) check(progress func(bytes int64)) error {
 	segs := p.segments()
 	errs := []error{followErr}
 	fail := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrCheck, p, fmt.Sprintf(format, args...)))
+		errs = append(errs, fmt.Errorf("%w: %s: "+format, append([]any{ErrCheck, p}, args...)...))
 	}
 	next := record.Offset(-1)
 	// The log end as the active segment's check saw it, under the lock
@@ -75,7 +75,7 @@ func (p *Partition) check(progress func(bytes int64)) error {
 			fail("segment %d starts below the previous segment's end %d", s.base, next)
 		}
 		if gapless && i > 0 && s.base > end {
-			fail("hole: offsets %d to %d are missing before %s (%v)", end, s.base-1, s.logPath(), ErrHole)
+			fail("hole: offsets %d to %d are missing before %s (%w)", end, s.base-1, s.logPath(), ErrHole)
 		}
 		var segNext record.Offset
 		var err error
@@ -158,7 +158,7 @@ func (s *segment) check(fail func(string, ...any), sealed, gapless bool, progres
 			fail("%s: batch at %d has base offset %d, below %d", s.logPath(), b.Pos, b.BaseOffset, next)
 		}
 		if gapless && b.BaseOffset > next {
-			fail("hole: offsets %d to %d are missing before the batch at %d of %s (%v)", next, b.BaseOffset-1, b.Pos, s.logPath(), ErrHole)
+			fail("hole: offsets %d to %d are missing before the batch at %d of %s (%w)", next, b.BaseOffset-1, b.Pos, s.logPath(), ErrHole)
 		}
 		if verify != nil {
 			verify.Batch(index.BatchOf(&b.BatchHeader, b.Pos))

@@ -174,7 +174,7 @@ func checkViewsStopAtHoles(t *testing.T, damage string, sidecar bool, iso Isolat
 		}
 	}
 	if !gaps {
-		require.ErrorContains(t, l.Check(), "hole")
+		require.ErrorIs(t, l.Check(), ErrHole)
 	}
 }
 
