@@ -46,12 +46,15 @@ type part struct {
 	prepAt    record.Offset
 	prepStart record.Offset
 	fetchAt   record.Offset // where the next fetch starts; -1 until the first
-	gen       uint64        // bumped by every reset decision: fetches of an older one are dropped
-	want      record.Offset // the copy must cover up to here
-	evicting  record.Offset // the copy's start is being raised to here (0: no eviction under way)
-	holds     map[*hold]struct{}
-	lastUse   time.Time
-	err       error // what waiters are told: the topic was deleted, authorization failed
+	// endChecked says a copy kept from an earlier mount was checked
+	// against the cluster's log end before its first fetch.
+	endChecked bool
+	gen        uint64        // bumped by every reset decision: fetches of an older one are dropped
+	want       record.Offset // the copy must cover up to here
+	evicting   record.Offset // the copy's start is being raised to here (0: no eviction under way)
+	holds      map[*hold]struct{}
+	lastUse    time.Time
+	err        error // what waiters are told: the topic was deleted, authorization failed
 	// What the cluster said last, and when (fetch responses, ListOffsets).
 	start, hw, lso record.Offset
 	knownAt        time.Time // when the request that said so was sent
@@ -221,9 +224,14 @@ func (c *Cluster) listOffsets(ctx context.Context, p *part) (start, end record.O
 // stable offset under read_committed), or a timestamp in ms. found is
 // false when no record is that recent.
 func (c *Cluster) listOffset(ctx context.Context, p *part, ts int64) (off record.Offset, found bool, err error) {
+	return c.listOffsetAs(ctx, p, ts, c.s.isolation)
+}
+
+// listOffsetAs is listOffset at the isolation level iso.
+func (c *Cluster) listOffsetAs(ctx context.Context, p *part, ts int64, iso IsolationLevel) (off record.Offset, found bool, err error) {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
-	req.IsolationLevel = int8(c.s.isolation)
+	req.IsolationLevel = int8(iso)
 	t := kmsg.NewListOffsetsRequestTopic()
 	t.Topic = p.topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
@@ -297,6 +305,7 @@ func (c *Cluster) Hold(ctx context.Context, cp *storage.Partition, from record.O
 	if from < start || from > end {
 		return nil, fmt.Errorf("%s offset %d (the cluster holds %d to %d): %w", p, from, start, end, storage.ErrOffsetOutOfRange)
 	}
+	c.checkKeptCopy(ctx, p, start, end)
 	h := &hold{from: from}
 	p.mu.Lock()
 	p.holds[h] = struct{}{}
@@ -316,6 +325,45 @@ func (c *Cluster) Hold(ctx context.Context, cp *storage.Partition, from record.O
 		return nil, err
 	}
 	return release, nil
+}
+
+// checkKeptCopy makes sure, before the first fetch since the mount, that a
+// copy kept from an earlier mount holds no offset past the cluster's log
+// end: the cluster lost those (a restore, an unclean leader election) and
+// may have given their numbers to other records since. Such a copy starts
+// again where the cluster's log is, as after OFFSET_OUT_OF_RANGE; before,
+// its records were served until a fetch found out. start and end are what
+// Offsets said, from a ListOffsets: no fetch has answered yet.
+func (c *Cluster) checkKeptCopy(ctx context.Context, p *part, start, end record.Offset) {
+	p.mu.Lock()
+	skip := p.endChecked || p.fetchAt >= 0 || p.cp.EndOffset() <= end
+	p.mu.Unlock()
+	if skip {
+		return
+	}
+	logEnd := end
+	if c.s.isolation == ReadCommitted {
+		// end is the last stable offset, which a copy may pass (records
+		// of transactions still open): compare with the log end.
+		lctx, cancel := context.WithTimeoutCause(ctx, c.offsetsTimeout(), ErrTimeout)
+		off, _, err := c.listOffsetAs(lctx, p, -1, ReadUncommitted)
+		cancel()
+		if err != nil {
+			return // unreachable: what is local is served, as Offsets does
+		}
+		logEnd = off
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.endChecked = true
+	ce := p.cp.EndOffset()
+	if p.fetchAt >= 0 || p.resetAt != nil || ce <= logEnd {
+		return
+	}
+	at := max(start, min(p.cp.StartOffset(), end))
+	p.resetAt, p.gen = &at, p.gen+1
+	c.logger.Warn("kafka: the cluster's log ends before the copy kept from the last mount; fetching the copy again",
+		"partition", p.String(), "copy_end", ce, "cluster_end", logEnd)
 }
 
 // planLocked decides where the copy must go for a reader from `from`:
@@ -391,6 +439,10 @@ func (c *Cluster) await(ctx context.Context, p *part, from, end record.Offset) e
 		switch {
 		case err != nil:
 			return err
+		case localFailure(fetchErr) && (cov < end || now.copyStart > from):
+			// The copy cannot be written (a full disk) and lacks what the
+			// reader needs: waiting for the cluster would not help.
+			return fmt.Errorf("%s: the copy cannot grow: %w", p, fetchErr)
 		case start > from:
 			return fmt.Errorf("%s offset %d: %w on the cluster (it starts at %d now)", p, from, storage.ErrDeleted, start)
 		}
@@ -421,6 +473,12 @@ func (c *Cluster) await(ctx context.Context, p *part, from, end record.Offset) e
 		case <-ch:
 		}
 	}
+}
+
+// localFailure reports whether err, from writing the copy, is the local
+// disk's: full, over quota, or read-only.
+func localFailure(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS)
 }
 
 // progress is where a copy stands, as a waiter for it sees: any change is
