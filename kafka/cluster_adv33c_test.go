@@ -142,22 +142,31 @@ func TestAdv33cLiveCopyAheadOfTruncatedCluster(t *testing.T) {
 	}
 }
 
+// adv33cCopied starts a cluster whose topic holds records r0 to r19 in
+// partition 0, and a mount that copies them all and stops; it returns the
+// cluster, a client and the copy's directory.
+func adv33cCopied(t *testing.T, topic string) (*kfake.Cluster, *kgo.Client, string) {
+	t.Helper()
+	c := fakeCluster(t, kfake.SeedTopics(1, topic))
+	cl := client(t, c)
+	for i := 0; i < 20; i += 2 {
+		produce(t, cl, topic, 0, "r"+strconv.Itoa(i), "r"+strconv.Itoa(i+1))
+	}
+	copyDir := t.TempDir()
+	m := startMountProc(t, c, copyDir, filepath.Join(t.TempDir(), "mnt"))
+	require.Equal(t, lines("r", 0, 20), readFile(t, filepath.Join(m.mp, topic+"/0/offset/0")))
+	m.stop(t)
+	return c, cl, copyDir
+}
+
 // Records deleted on the cluster while logfs was down (DeleteRecords)
 // are gone from the restarted mount too: their offsets are ENOENT, never
 // served from the copy.
 func TestAdv33cRestartAfterDeleteRecords(t *testing.T) {
-	c := fakeCluster(t, kfake.SeedTopics(1, "dr"))
-	cl := client(t, c)
-	for i := 0; i < 20; i += 2 {
-		produce(t, cl, "dr", 0, "r"+strconv.Itoa(i), "r"+strconv.Itoa(i+1))
-	}
-	copyDir := t.TempDir()
-	m := startMountProc(t, c, copyDir, filepath.Join(t.TempDir(), "mnt"))
-	require.Equal(t, lines("r", 0, 20), readFile(t, filepath.Join(m.mp, "dr/0/offset/0")))
-	m.stop(t)
+	c, _, copyDir := adv33cCopied(t, "dr")
 
 	require.NoError(t, c.DeleteRecords("dr", 0, 10))
-	m = startMountProc(t, c, copyDir, filepath.Join(t.TempDir(), "mnt"))
+	m := startMountProc(t, c, copyDir, filepath.Join(t.TempDir(), "mnt"))
 	dir := filepath.Join(m.mp, "dr/0")
 	for _, n := range []string{"0", "5", "9"} {
 		_, err := os.ReadFile(filepath.Join(dir, "offset", n))
@@ -727,20 +736,12 @@ func TestAdv33cGrowBackwardsIntoTheFirstBatch(t *testing.T) {
 // the copy held: the restarted mount serves the cluster's records from
 // the new log start, and none of the copy's.
 func TestAdv33cRestartAfterDeleteRecordsPastTheCopy(t *testing.T) {
-	c := fakeCluster(t, kfake.SeedTopics(1, "dp"))
-	cl := client(t, c)
-	for i := 0; i < 20; i += 2 {
-		produce(t, cl, "dp", 0, "r"+strconv.Itoa(i), "r"+strconv.Itoa(i+1))
-	}
-	copyDir := t.TempDir()
-	m := startMountProc(t, c, copyDir, filepath.Join(t.TempDir(), "mnt"))
-	require.Equal(t, lines("r", 0, 20), readFile(t, filepath.Join(m.mp, "dp/0/offset/0")))
-	m.stop(t)
+	c, cl, copyDir := adv33cCopied(t, "dp")
 	for i := 20; i < 30; i += 2 {
 		produce(t, cl, "dp", 0, "r"+strconv.Itoa(i), "r"+strconv.Itoa(i+1))
 	}
 	require.NoError(t, c.DeleteRecords("dp", 0, 25))
-	m = startMountProc(t, c, copyDir, filepath.Join(t.TempDir(), "mnt"))
+	m := startMountProc(t, c, copyDir, filepath.Join(t.TempDir(), "mnt"))
 	dir := filepath.Join(m.mp, "dp/0")
 	require.Equal(t, lines("r", 25, 30), readFile(t, filepath.Join(dir, "offset/earliest")))
 	for _, n := range []string{"0", "19", "22"} {
