@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"sync/atomic"
 	"testing"
@@ -46,19 +47,19 @@ func adv33SetCheckpoint(t *testing.T, data, file string, off record.Offset) {
 		map[recovery.TopicPartition]record.Offset{{Topic: "t", Partition: 0}: off}))
 }
 
-// adv33Leaves splits an errors.Join tree into its leaves.
-func adv33Leaves(err error) []error {
-	if err == nil {
-		return nil
+// adv33Findings splits what Check returns into its findings: Check joins
+// them (errors.Join, possibly nested), and a finding wraps ErrCheck and
+// what it found.
+func adv33Findings(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok || reflect.TypeOf(err) != reflect.TypeOf(errors.Join(err)) {
+		return []error{err}
 	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, adv33Leaves(e)...)
-		}
-		return out
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, adv33Findings(e)...)
 	}
-	return []error{err}
+	return out
 }
 
 // adv33RequireOnlyHoles requires Check to fail, and only with holes: no
@@ -67,9 +68,8 @@ func adv33RequireOnlyHoles(t *testing.T, l *storage.Log, what string) {
 	t.Helper()
 	err := l.Check()
 	require.Error(t, err, "%s: Check reports the hole", what)
-	for _, e := range adv33Leaves(err) {
-		// Check names ErrHole in its message (%v), it does not wrap it.
-		require.Contains(t, e.Error(), storage.ErrHole.Error(), "%s: Check finds nothing but the hole", what)
+	for _, e := range adv33Findings(err) {
+		require.ErrorIs(t, e, storage.ErrHole, "%s: Check finds nothing but the hole: %v", what, e)
 	}
 }
 

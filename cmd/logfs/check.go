@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 
 	"github.com/spf13/cobra"
 
@@ -108,9 +110,14 @@ func checkLog(w io.Writer, l *storage.Log, repaired bool) int {
 	return problems
 }
 
-// unjoin splits errors.Join trees into their leaves.
+// joinType is the type errors.Join returns.
+var joinType = reflect.TypeOf(errors.Join(errors.New("")))
+
+// unjoin splits errors.Join trees into their leaves, and only those: an
+// error that wraps several with fmt.Errorf (a check finding wraps
+// storage.ErrCheck and what it found) is one leaf.
 func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
+	if j, ok := err.(interface{ Unwrap() []error }); ok && reflect.TypeOf(err) == joinType {
 		var out []error
 		for _, e := range j.Unwrap() {
 			if e != nil {
