@@ -449,6 +449,13 @@ func (l *loader) corrupt(reason error) {
 		"segment", c.File, "position", c.At, "reason", c.Reason)
 }
 
+// endWalkReadAhead is what lastSegmentEnd reads first: a header and the
+// ones near it. Each further read doubles, up to the scanner's default,
+// for a long walk (a last segment without an index). Starting at the
+// default, sized for scans, read up to 256 KiB of batch bodies per
+// partition at every open.
+const endWalkReadAhead = 8 << 10
+
 // lastSegmentEnd finds the log end offset when the last segment was not
 // scanned, as Kafka's readNextOffset: a walk of the batch headers from its
 // last offset-index entry (a few KiB; from the start when it has no
@@ -484,7 +491,7 @@ func (l *loader) lastSegmentEnd(files *segmentFiles, last Segment) error {
 		return err
 	}
 	next, pos := last.Base, start
-	sc := record.NewScanner(f, start, last.Size, record.ScanOptions{HeadersOnly: true})
+	sc := record.NewScanner(f, start, last.Size, record.ScanOptions{HeadersOnly: true, ReadAhead: endWalkReadAhead, MaxReadAhead: record.DefaultReadAhead})
 	for sc.Next() {
 		next, pos = sc.Batch().NextOffset(), sc.Pos()
 	}
