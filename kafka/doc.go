@@ -44,7 +44,12 @@
 // a metadata refresh and the new leader's fetcher; OFFSET_OUT_OF_RANGE
 // means the cluster deleted what was next (the copy starts again at the
 // cluster's log start; readers past the gap get storage.ErrDeleted) or
-// truncated below it (the copy is fetched again). A fetch response's log
+// truncated below it (the copy is fetched again). A fetch from the copy's
+// end names the leader epoch of its last batch (LastFetchedEpoch, as a
+// Kafka follower and consumer do), so that a leader whose log was cut there
+// by an unclean election, and may have grown past it since, answers with
+// a diverging epoch: the copy is fetched again, as after a cut (see
+// part.diverged). A fetch response's log
 // start offset moves the copy's (DeleteRecords, retention: AdvanceStart),
 // so records deleted on the cluster behave like local retention.
 //

@@ -74,8 +74,11 @@ type fetchPos struct {
 	offset record.Offset
 	gen    uint64
 	reset  bool
-	prep   bool      // the copy grows backwards from offset
-	sent   time.Time // when the request left: what the answer is as fresh as
+	prep   bool // the copy grows backwards from offset
+	// epoch is the leader epoch of the batch that ends at offset, or -1
+	// when the fetch names none (LastFetchedEpoch).
+	epoch int32
+	sent  time.Time // when the request left: what the answer is as fresh as
 }
 
 // parts returns the partitions to fetch now and whether any is behind
@@ -93,7 +96,7 @@ func (f *fetcher) parts() ([]fetchPos, bool) {
 	for _, p := range all {
 		p.mu.Lock()
 		if p.leader == f.broker && p.activeLocked() {
-			fp := fetchPos{p: p, gen: p.gen}
+			fp := fetchPos{p: p, gen: p.gen, epoch: -1}
 			switch {
 			case p.resetAt != nil:
 				fp.offset, fp.reset = *p.resetAt, true
@@ -109,11 +112,39 @@ func (f *fetcher) parts() ([]fetchPos, bool) {
 			if fp.reset || fp.prep || fp.offset < p.want {
 				behind = true
 			}
+			keptEnd := false
+			if !fp.reset && !fp.prep {
+				if fp.offset == p.lastEnd {
+					fp.epoch = p.lastEpoch
+				} else {
+					keptEnd = p.fetchAt < 0 && fp.offset == p.cp.EndOffset()
+				}
+			}
+			p.mu.Unlock()
+			if keptEnd {
+				fp.epoch = p.keptEpoch(fp.offset)
+			}
 			out = append(out, fp)
+			continue
 		}
 		p.mu.Unlock()
 	}
 	return out, behind
+}
+
+// keptEpoch returns the leader epoch of the batch of a copy kept from an
+// earlier mount that ends at end, its last, or -1 when it cannot tell.
+// Only the fetcher changes the copy, so what it reads stays true until
+// the fetch is answered.
+func (p *part) keptEpoch(end record.Offset) int32 {
+	h, ok, err := p.cp.LastBatch()
+	if err != nil || !ok || h.NextOffset() != end {
+		return -1 // no check: a bad copy is found by its reads
+	}
+	p.mu.Lock()
+	p.lastEpoch, p.lastEnd = h.PartitionLeaderEpoch, end
+	p.mu.Unlock()
+	return h.PartitionLeaderEpoch
 }
 
 func (f *fetcher) run() {
@@ -207,6 +238,7 @@ func (f *fetcher) request(pos []fetchPos, behind bool) *kmsg.FetchRequest {
 		rp.Partition = p.id
 		rp.FetchOffset = int64(fp.offset)
 		rp.PartitionMaxBytes = c.s.partitionMax
+		rp.LastFetchedEpoch = fp.epoch
 		p.mu.Lock()
 		rp.CurrentLeaderEpoch = p.epoch
 		p.mu.Unlock()
@@ -302,7 +334,11 @@ func (p *part) applyFetch(fp fetchPos, rp *kmsg.FetchResponseTopicPartition) {
 		c.logOnce("fetch "+p.String(), "kafka: fetch failed", "partition", p.String(), "err", err)
 		return
 	}
-	batches, next, err := p.split(rp, fp.offset)
+	if d := rp.DivergingEpoch; !fp.reset && (d.Epoch >= 0 || d.EndOffset >= 0) {
+		p.diverged(fp, rp)
+		return
+	}
+	batches, next, nextEpoch, err := p.split(rp, fp.offset)
 	if err != nil {
 		p.mu.Lock()
 		p.err = fmt.Errorf("%s: %w", p, err)
@@ -355,11 +391,37 @@ func (p *part) applyFetch(fp fetchPos, rp *kmsg.FetchResponseTopicPartition) {
 	if fp.reset && len(batches) == 0 {
 		p.fetchAt = max(p.fetchAt, p.cp.StartOffset())
 	}
+	switch {
+	case next >= 0 && next == p.fetchAt:
+		p.lastEpoch, p.lastEnd = nextEpoch, next
+	case fp.reset:
+		p.lastEnd = -1
+	}
 	p.fetchErr = nil
 	p.hw, p.lso, p.start, p.knownAt = record.Offset(rp.HighWatermark), record.Offset(rp.LastStableOffset), logStart, fp.sent
 	if p.lso < 0 {
 		p.lso = p.hw
 	}
+}
+
+// diverged handles a fetch answered with a diverging epoch: the batch the
+// copy ends with (named by its leader epoch) is not where the cluster's
+// log has it, which is what an unclean leader election leaves behind: the
+// cluster's log was cut below the copy's end and may have grown past it
+// since, under the same offsets, with other records. Where a Kafka
+// follower would truncate to the end offset the leader gives, the copy
+// starts again from there, or from its own start when that is lower, as
+// after a cut end (outOfRange).
+func (p *part) diverged(fp fetchPos, rp *kmsg.FetchResponseTopicPartition) {
+	end := max(record.Offset(rp.DivergingEpoch.EndOffset), 0)
+	at := max(record.Offset(rp.LogStartOffset), min(p.cp.StartOffset(), end))
+	p.mu.Lock()
+	p.resetAt, p.gen = &at, p.gen+1
+	p.lastEnd = -1
+	p.mu.Unlock()
+	p.c.logger.Warn("kafka: the cluster's log lost the end of the copy (a diverging leader epoch); fetching the copy again",
+		"partition", p.String(), "copy_end", fp.offset, "epoch", fp.epoch,
+		"cluster_epoch", rp.DivergingEpoch.Epoch, "cluster_epoch_end", rp.DivergingEpoch.EndOffset)
 }
 
 // outOfRange handles OFFSET_OUT_OF_RANGE: the cluster deleted what the
@@ -392,12 +454,11 @@ func (p *part) outOfRange(fp fetchPos) {
 // partial one at the end (brokers may send one), and, in a read_committed
 // copy, leaves out the batches of aborted transactions as a Kafka consumer
 // does, from the response's aborted transactions and the ABORT markers.
-// It returns the batches to store and the offset after the last batch
-// looked at.
-func (p *part) split(rp *kmsg.FetchResponseTopicPartition, from record.Offset) ([][]byte, record.Offset, error) {
+// It returns the batches to store, and the offset after the last batch
+// looked at (-1 when none) and that batch's leader epoch.
+func (p *part) split(rp *kmsg.FetchResponseTopicPartition, from record.Offset) (out [][]byte, next record.Offset, epoch int32, err error) {
 	b := rp.RecordBatches
-	var out [][]byte
-	next := record.Offset(-1)
+	next, epoch = -1, -1
 	aborted := append([]kmsg.FetchResponseTopicPartitionAbortedTransaction(nil), rp.AbortedTransactions...)
 	sort.Slice(aborted, func(i, j int) bool { return aborted[i].FirstOffset < aborted[j].FirstOffset })
 	abortedBy := map[int64]bool{}
@@ -405,7 +466,7 @@ func (p *part) split(rp *kmsg.FetchResponseTopicPartition, from record.Offset) (
 	for len(b) >= record.LogOverhead+5 {
 		size := int64(binary.BigEndian.Uint32(b[8:12])) + record.LogOverhead
 		if magic := int8(b[16]); magic != record.Magic {
-			return nil, 0, fmt.Errorf("a batch of message format %d (magic %d): only RecordBatch v2 (Kafka 0.11 on) can be copied", magic, magic)
+			return nil, 0, 0, fmt.Errorf("a batch of message format %d (magic %d): only RecordBatch v2 (Kafka 0.11 on) can be copied", magic, magic)
 		}
 		if size > int64(len(b)) {
 			break // a partial batch ends the response
@@ -414,12 +475,12 @@ func (p *part) split(rp *kmsg.FetchResponseTopicPartition, from record.Offset) (
 		b = b[size:]
 		h, err := record.ParseHeader(raw, 0)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		if h.LastOffset() < from {
 			continue // before the offset asked for (a compressed v1 set would do this)
 		}
-		next = h.NextOffset()
+		next, epoch = h.NextOffset(), h.PartitionLeaderEpoch
 		if readCommitted && h.ProducerID >= 0 {
 			for len(aborted) > 0 && record.Offset(aborted[0].FirstOffset) <= h.LastOffset() {
 				abortedBy[aborted[0].ProducerID] = true
@@ -435,7 +496,7 @@ func (p *part) split(rp *kmsg.FetchResponseTopicPartition, from record.Offset) (
 		}
 		out = append(out, raw)
 	}
-	return out, next, nil
+	return out, next, epoch, nil
 }
 
 // isAbortMarker reports whether a control batch is an ABORT marker: its
@@ -516,7 +577,7 @@ func (p *part) applyPrepend(fp fetchPos, rp *kmsg.FetchResponseTopicPartition) {
 		fail(nil)
 		return
 	}
-	batches, next, err := p.split(rp, fp.offset)
+	batches, next, _, err := p.split(rp, fp.offset)
 	if err != nil {
 		fail(err)
 		return

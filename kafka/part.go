@@ -46,6 +46,13 @@ type part struct {
 	prepAt    record.Offset
 	prepStart record.Offset
 	fetchAt   record.Offset // where the next fetch starts; -1 until the first
+	// lastEpoch is the leader epoch of the batch that ends at lastEnd,
+	// the last one fetched (or, before the first fetch, the kept copy's
+	// last): a fetch from lastEnd names it (LastFetchedEpoch), and the
+	// leader answers with a diverging epoch when its log no longer has
+	// that batch there. lastEnd is -1 when unknown.
+	lastEpoch int32
+	lastEnd   record.Offset
 	// endChecked says a copy kept from an earlier mount was checked
 	// against the cluster's log end before its first fetch.
 	endChecked bool
@@ -67,7 +74,7 @@ type part struct {
 type hold struct{ from record.Offset }
 
 func newPart(c *Cluster, topic string, id int32, cp *storage.Partition) *part {
-	p := &part{c: c, topic: topic, id: id, cp: cp, fetchAt: -1, holds: map[*hold]struct{}{}, progress: make(chan struct{}),
+	p := &part{c: c, topic: topic, id: id, cp: cp, fetchAt: -1, lastEnd: -1, holds: map[*hold]struct{}{}, progress: make(chan struct{}),
 		start: -1, hw: -1, lso: -1}
 	p.stream = newStream(c, p)
 	return p

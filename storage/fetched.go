@@ -420,3 +420,42 @@ func (pp *Prepend) Abort() {
 	}
 	pp.segs = nil
 }
+
+// LastBatch returns the header of the batch that holds the copy's last
+// offset, and false when the copy holds none. A follower names that
+// batch's leader epoch in its next fetch (Kafka's LastFetchedEpoch), so
+// that the leader can say whether the copy's end is still in the
+// cluster's log or was lost to an unclean leader election since.
+func (p *Partition) LastBatch() (record.BatchHeader, bool, error) {
+	for {
+		end, segs := p.EndOffset(), p.segments()
+		if end <= p.StartOffset() {
+			return record.BatchHeader{}, false, nil
+		}
+		s := segs[max(floorSegment(segs, end-1), 0)]
+		if !s.acquire() {
+			if p.isClosed() {
+				return record.BatchHeader{}, false, fmt.Errorf("%s: %w", p, ErrClosed)
+			}
+			continue // deleted under us; look again
+		}
+		h, ok, err := s.batchHolding(end - 1)
+		s.release()
+		return h, ok, err
+	}
+}
+
+// batchHolding returns the header of the batch of s whose offsets reach
+// off, and false when s ends before it.
+func (s *segment) batchHolding(off record.Offset) (record.BatchHeader, bool, error) {
+	st := lookupStates.Get().(*lookupState)
+	defer lookupStates.Put(st)
+	found, _, err := s.seek(&st.sc, off, record.ScanOptions{HeadersOnly: true})
+	if err != nil || !found {
+		return record.BatchHeader{}, false, err
+	}
+	if !st.sc.Next() {
+		return record.BatchHeader{}, false, st.sc.Err()
+	}
+	return st.sc.Batch().BatchHeader, true, nil
+}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -205,4 +206,55 @@ func TestPrependFetched(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 10, p2.StartOffset())
 	require.Equal(t, "p-10\np-11\np-12\np-13\np-14\n", viewString(t, p2, 10))
+}
+
+// LastBatch names the batch that holds the copy's last offset, with the
+// leader epoch a follower's fetch names (LastFetchedEpoch), across rolls
+// and a reopen, and nothing for an empty copy.
+func TestLastBatchOfCopy(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Logger: testLogger(t), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	topic, err := l.CreateTopic("copy", 1, small("segment.bytes=200"))
+	require.NoError(t, err)
+	p, _ := topic.Partition(0)
+	_, ok, err := p.LastBatch()
+	require.NoError(t, err)
+	require.False(t, ok, "an empty copy has no last batch")
+
+	inEpoch := func(raw []byte, epoch int32) []byte {
+		binary.BigEndian.PutUint32(raw[12:16], uint32(epoch)) // not under the CRC
+		return raw
+	}
+	require.NoError(t, p.ResetFetched(0, [][]byte{inEpoch(leaderBatch(t, 0, 3, "v"), 1), inEpoch(leaderBatch(t, 3, 2, "v"), 4)}))
+	h, ok, err := p.LastBatch()
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.EqualValues(t, 3, h.BaseOffset)
+	require.EqualValues(t, 4, h.PartitionLeaderEpoch)
+
+	for base := record.Offset(5); base < 40; base += 5 {
+		require.NoError(t, p.AppendFetched([][]byte{inEpoch(leaderBatch(t, base, 5, "v"), int32(base))}))
+	}
+	require.Greater(t, len(p.SegmentBases()), 2, "the copy rolled")
+	h, ok, err = p.LastBatch()
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.EqualValues(t, 35, h.BaseOffset)
+	require.EqualValues(t, 35, h.PartitionLeaderEpoch)
+	require.NoError(t, l.Close())
+
+	l2 := openLog(t, dir, Options{Gaps: true})
+	p2, err := l2.Partition("copy", 0)
+	require.NoError(t, err)
+	h, ok, err = p2.LastBatch()
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.EqualValues(t, 39, h.LastOffset())
+	require.EqualValues(t, 35, h.PartitionLeaderEpoch)
+
+	require.NoError(t, p2.ResetFetched(100, nil))
+	_, ok, err = p2.LastBatch()
+	require.NoError(t, err)
+	require.False(t, ok, "a copy started again with nothing has no last batch")
 }
