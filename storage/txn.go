@@ -385,8 +385,19 @@ func (t *txnState) apply(s *segment, events []txnEvent) {
 // LastStableOffset returns the offset below which every transaction is
 // decided: the first offset of the earliest transaction still open, or the
 // log end offset when none is. Read_committed views end there, and it is
-// where a read_committed consumer's "latest" is.
+// where a read_committed consumer's "latest" is. A transaction open since
+// before the log start (retention or DeleteRecords took its first batches)
+// holds it at the log start, as Kafka's
+// UnifiedLog.maybeIncrementFirstUnstableOffset raises it there.
 func (p *Partition) LastStableOffset() record.Offset {
+	return max(p.stableOffset(), p.StartOffset())
+}
+
+// stableOffset is LastStableOffset not raised to the log start: views
+// compare it with offsets of the log to know what is decided, and nothing
+// at or past an open transaction's first offset is, even when that lies
+// below the log start.
+func (p *Partition) stableOffset() record.Offset {
 	if lso, ok := p.stable(); ok {
 		return min(lso, p.EndOffset())
 	}
@@ -400,13 +411,13 @@ func (p *Partition) LatestOffset() record.Offset {
 	if p.topic.log.opts.Isolation == ReadUncommitted {
 		return p.EndOffset()
 	}
-	return p.committedEnd()
+	return max(p.committedEnd(), p.StartOffset())
 }
 
 // committedEnd is the end of what ReadCommitted views show: the last
 // stable offset, and a followed broker's high watermark if it is lower.
 func (p *Partition) committedEnd() record.Offset {
-	end := p.LastStableOffset()
+	end := p.stableOffset()
 	if hw, ok := p.followLimit(); ok {
 		end = min(end, hw)
 	}
