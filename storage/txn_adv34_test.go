@@ -477,3 +477,94 @@ func (w *oWriter) deleteOldestAllowingTwo() bool {
 	w.o.start = max(w.o.start, bases[1])
 	return true
 }
+
+// TestAdv34DamagedTxnIndex: a .txnindex that is torn, truncated, out of
+// order, duplicated, of an unknown version, planted (a symlink to another
+// segment's, a directory) or lists a transaction past its segment (which
+// Kafka never writes: the entry goes into the segment of the ABORT marker)
+// changes nothing: the markers say what it said.
+func TestAdv34DamagedTxnIndex(t *testing.T) {
+	type fault struct {
+		name  string
+		apply func(t *testing.T, path, other string, entries []byte)
+	}
+	write := func(t *testing.T, path string, b []byte) { require.NoError(t, os.WriteFile(path, b, 0o644)) }
+	entry := func(pid int64, first, last record.Offset, version int16) []byte {
+		b := make([]byte, 0, 34)
+		b = append(b, byte(version>>8), byte(version))
+		for _, v := range []int64{pid, int64(first), int64(last), int64(first)} {
+			for k := 7; k >= 0; k-- {
+				b = append(b, byte(v>>(8*k)))
+			}
+		}
+		return b
+	}
+	faults := []fault{
+		{"torn last entry", func(t *testing.T, p, _ string, e []byte) { write(t, p, e[:len(e)-7]) }},
+		{"empty", func(t *testing.T, p, _ string, e []byte) { write(t, p, nil) }},
+		{"duplicated", func(t *testing.T, p, _ string, e []byte) { write(t, p, append(append([]byte{}, e...), e...)) }},
+		{"reversed", func(t *testing.T, p, _ string, e []byte) {
+			var r []byte
+			for k := len(e) - 34; k >= 0; k -= 34 {
+				r = append(r, e[k:k+34]...)
+			}
+			write(t, p, r)
+		}},
+		{"unknown version", func(t *testing.T, p, _ string, e []byte) {
+			write(t, p, append(append([]byte{}, e...), entry(1, 0, 5, 1)...))
+		}},
+		{"symlink to a later one", func(t *testing.T, p, o string, _ []byte) {
+			require.NoError(t, os.Remove(p))
+			require.NoError(t, os.Symlink(filepath.Base(o), p))
+		}},
+		{"directory", func(t *testing.T, p, _ string, _ []byte) {
+			require.NoError(t, os.Remove(p))
+			require.NoError(t, os.Mkdir(p, 0o755))
+		}},
+		{"entry past the log", func(t *testing.T, p, _ string, e []byte) {
+			write(t, p, append(append([]byte{}, e...), entry(1, 0, 1<<40, 0)...))
+		}},
+		{"entry past its segment", func(t *testing.T, p, o string, e []byte) {
+			base, _, _ := layout.ParseSegmentFileName(filepath.Base(o))
+			write(t, p, append(append([]byte{}, e...), entry(1, 0, base+1, 0)...))
+		}},
+	}
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w := newOWriter(t, dir, broker.Options{SegmentBytes: 1 << 20})
+			// Segment 0: producer 2 aborts twice, producer 1 commits.
+			w.write(1, true, 2)
+			w.write(2, true, 2)
+			w.marker(2, true)
+			w.write(-1, false, 1)
+			w.write(2, true, 1)
+			w.marker(2, true)
+			w.marker(1, false)
+			w.write(1, true, 2)
+			w.roll()
+			// Segment 1: producer 1's transaction commits; producer 2
+			// aborts one.
+			w.write(2, true, 1)
+			w.marker(1, false)
+			w.marker(2, true)
+			w.write(1, true, 1)
+			w.marker(1, false)
+			w.write(-1, false, 1)
+			require.NoError(t, w.p.Close())
+			pdir := filepath.Join(dir, layout.PartitionDirName("tx", 0))
+			seg0 := layout.SegmentPath(pdir, 0, layout.TxnIndexSuffix)
+			seg1 := layout.SegmentPath(pdir, w.rolled, layout.TxnIndexSuffix)
+			entries, err := os.ReadFile(seg0)
+			require.NoError(t, err)
+			require.Len(t, entries, 2*34)
+			f.apply(t, seg0, seg1, entries)
+			l, err := Open(dir, Options{ReadOnly: true, Logger: testLogger(t), RetentionCheckInterval: -1})
+			require.NoError(t, err)
+			defer l.Close()
+			p, err := l.Partition("tx", 0)
+			require.NoError(t, err)
+			checkAgainstOracle(t, p, w.o, rand.New(rand.NewSource(1)))
+		})
+	}
+}
