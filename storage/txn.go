@@ -582,6 +582,9 @@ func (p *Partition) readTxnIndex(s *segment) []txn.AbortedTxn {
 	if err == nil {
 		err = txn.CheckIndex(entries, s.base)
 	}
+	if err == nil {
+		err = p.checkTxnIndexEnds(s, entries)
+	}
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			p.topic.log.logger.Warn("ignoring transaction index; using the markers", "file", filepath.Base(path), "err", err)
@@ -589,6 +592,21 @@ func (p *Partition) readTxnIndex(s *segment) []txn.AbortedTxn {
 		return nil
 	}
 	return entries
+}
+
+// checkTxnIndexEnds refuses entries Kafka never writes into s's .txnindex:
+// one whose ABORT marker (its last offset) lies past s, where the entry
+// would be in that marker's segment, or past the log end, or before its
+// first offset. Such an entry would hide the producer's committed batches
+// wherever it reaches.
+func (p *Partition) checkTxnIndexEnds(s *segment, entries []txn.AbortedTxn) error {
+	limit := min(p.segmentLimitOf(s), p.EndOffset())
+	for i, a := range entries {
+		if a.LastOffset >= limit || a.FirstOffset > a.LastOffset {
+			return fmt.Errorf("%w: transaction index entry %d (%v) does not end in the segment's offsets %d to %d", txn.ErrCorrupt, i, a, s.base, limit-1)
+		}
+	}
+	return nil
 }
 
 // isTxnIndex reports whether name is a .txnindex file name.
