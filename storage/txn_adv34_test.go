@@ -568,3 +568,54 @@ func TestAdv34DamagedTxnIndex(t *testing.T) {
 		})
 	}
 }
+
+// TestAdv34CrashAroundAbortMarker: a broker killed after appending an
+// ABORT marker but before its .txnindex entry, or whose marker's bytes
+// never reached the disk while the entry did (neither file is synced in
+// order). The log holds what the markers say: an aborted transaction in
+// the first case, a transaction still open in the second (Kafka's recovery
+// truncates the .txnindex with the log: TransactionIndex.truncateTo).
+func TestAdv34CrashAroundAbortMarker(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		torn     bool // the marker's bytes are torn off, the entry is kept
+		readOnly bool
+	}{
+		{"entry lost", false, false},
+		{"entry lost, read-only", false, true},
+		{"marker torn", true, false},
+		{"marker torn, read-only", true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w := newOWriter(t, dir, broker.Options{SegmentBytes: 1 << 20})
+			w.write(-1, false, 2)
+			w.write(1, true, 2)
+			w.marker(1, true) // an aborted transaction, its entry kept
+			w.write(1, true, 2)
+			w.write(-1, false, 1)
+			w.marker(1, true)
+			pdir := filepath.Join(dir, layout.PartitionDirName("tx", 0))
+			idx := layout.SegmentPath(pdir, 0, layout.TxnIndexSuffix)
+			entries, err := os.ReadFile(idx)
+			require.NoError(t, err)
+			require.Len(t, entries, 2*34)
+			if c.torn {
+				log := layout.SegmentPath(pdir, 0, layout.LogSuffix)
+				st, err := os.Stat(log)
+				require.NoError(t, err)
+				require.NoError(t, os.Truncate(log, st.Size()-5))
+				w.o.hist = w.o.hist[:len(w.o.hist)-1]
+				w.o.end--
+			} else {
+				require.NoError(t, os.WriteFile(idx, entries[:34], 0o644))
+			}
+			l, err := Open(dir, Options{ReadOnly: c.readOnly, Logger: testLogger(t), RetentionCheckInterval: -1})
+			require.NoError(t, err)
+			defer l.Close()
+			p, err := l.Partition("tx", 0)
+			require.NoError(t, err)
+			checkAgainstOracle(t, p, w.o, rand.New(rand.NewSource(1)))
+		})
+	}
+}
