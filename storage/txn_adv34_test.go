@@ -619,3 +619,85 @@ func TestAdv34CrashAroundAbortMarker(t *testing.T) {
 		})
 	}
 }
+
+// TestAdv34FollowedLSOMoves follows a broker directory while transactions
+// open, commit and abort, segments roll and retention and DeleteRecords
+// take the oldest records. After each round (once the follower caught up)
+// views opened in earlier rounds and new ones read what a read_committed
+// consumer gets now, or, for a view whose records retention took, stop
+// with ErrDeleted; the LSO is the oracle's.
+func TestAdv34FollowedLSOMoves(t *testing.T) {
+	for seed := int64(1); seed <= 6; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			dir := t.TempDir()
+			w := newOWriter(t, dir, broker.Options{SegmentBytes: 700})
+			w.write(-1, false, 1)
+			require.NoError(t, w.p.Checkpoint(w.o.end))
+			l := openLog(t, dir, Options{ReadOnly: true, Follow: true})
+			p, err := l.Partition("tx", 0)
+			require.NoError(t, err)
+			type held struct {
+				v     *View
+				start record.Offset
+			}
+			var views []held
+			defer func() {
+				for _, h := range views {
+					h.v.Close()
+				}
+			}()
+			inTxn := map[int64]bool{}
+			for round := 0; round < 25; round++ {
+				for k := 0; k < 1+rng.Intn(6); k++ {
+					switch r := rng.Intn(20); {
+					case r < 3:
+						w.write(-1, false, 1+rng.Intn(3))
+					case r < 11:
+						pid := 1 + int64(rng.Intn(3))
+						w.write(pid, true, 1+rng.Intn(3))
+						inTxn[pid] = true
+					case r < 16:
+						pid := 1 + int64(rng.Intn(3))
+						if inTxn[pid] {
+							w.marker(pid, rng.Intn(2) == 0)
+							inTxn[pid] = false
+						}
+					case r < 18:
+						w.roll()
+					case r < 19:
+						w.deleteOldest()
+					default:
+						if w.o.end > w.o.start {
+							w.deleteRecords(w.o.start + record.Offset(rng.Int63n(int64(w.o.end-w.o.start))))
+						}
+					}
+				}
+				require.NoError(t, w.p.Checkpoint(w.o.end))
+				eventually(t, "the follower", func() bool {
+					return p.EndOffset() == w.o.end && p.HighWatermark() == w.o.end && p.StartOffset() == w.o.start
+				})
+				require.Equal(t, w.o.lso(), p.LastStableOffset(), "round %d\n%s", round, w.o.dump())
+				for _, h := range views {
+					got, err := readView(t, h.v, 1+rng.Intn(500))
+					if err != nil {
+						require.ErrorIs(t, err, ErrDeleted, "view from %d, round %d", h.start, round)
+						continue
+					}
+					// The view keeps the segments it holds: it reads
+					// from its start even where retention took them.
+					o := *w.o
+					o.start = h.start
+					require.Equal(t, valuesOf(o.consume(h.start)), string(got), "view from %d held since before round %d\n%s", h.start, round, w.o.dump())
+				}
+				n := w.o.start + record.Offset(rng.Int63n(int64(w.o.end-w.o.start+1)))
+				v, err := p.NewView(Values, n)
+				require.NoError(t, err)
+				views = append(views, held{v, n})
+				got, err := readView(t, v, 1+rng.Intn(500))
+				require.NoError(t, err)
+				require.Equal(t, valuesOf(w.o.consume(n)), string(got), "new view from %d, round %d\n%s", n, round, w.o.dump())
+			}
+		})
+	}
+}
