@@ -387,7 +387,9 @@ func TestAdv34ReadCommittedOracle(t *testing.T) {
 			o    broker.Options
 			open bool
 			drop bool
+			kill bool // no clean shutdown: no final snapshot
 		}{
+			{name: "killed", o: broker.Options{SegmentBytes: 600}, open: true, kill: true},
 			{name: "txnindex", o: broker.Options{SegmentBytes: 600}},
 			{name: "open", o: broker.Options{SegmentBytes: 600}, open: true},
 			{name: "markers only", o: broker.Options{SegmentBytes: 600, NoTxnIndex: true}, open: true},
@@ -398,7 +400,9 @@ func TestAdv34ReadCommittedOracle(t *testing.T) {
 				dir := t.TempDir()
 				w := newOWriter(t, dir, c.o)
 				w.random(rng, 120, c.open)
-				require.NoError(t, w.p.Close())
+				if !c.kill {
+					require.NoError(t, w.p.Close())
+				}
 				if c.drop {
 					require.NoError(t, w.p.RemoveTxnIndexes())
 				}
