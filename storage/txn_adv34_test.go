@@ -381,7 +381,11 @@ func checkAgainstOracle(t *testing.T, p *Partition, o *oracle, rng *rand.Rand) {
 }
 
 func TestAdv34ReadCommittedOracle(t *testing.T) {
-	for seed := int64(1); seed <= 40; seed++ {
+	seeds := int64(40)
+	if raceEnabled {
+		seeds = 8 // .ci/run runs all 40 again without the race detector
+	}
+	for seed := int64(1); seed <= seeds; seed++ {
 		for _, c := range []struct {
 			name string
 			o    broker.Options
