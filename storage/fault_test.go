@@ -183,6 +183,7 @@ func reopenAndCheck(t *testing.T, dir string, m faultModel, what string) {
 // files go through the same file system as the logs, so their writes are
 // among the operations.
 func TestFaultAtEveryOperation(t *testing.T) {
+	t.Parallel() // its own folder and no package settings: runs beside the other slow ones
 	dir := shmTempDir(t)
 	probe := crashfs.New(vfs.Default)
 	w := &faultWorkload{t: t, fs: probe, dir: dir + "/probe", want: nil, rng: rand.New(rand.NewPCG(1, 1))}

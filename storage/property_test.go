@@ -104,6 +104,7 @@ func (m *logMachine) Check(t *rapid.T) {
 }
 
 func TestPropertyAppendRollRetentionReopen(t *testing.T) {
+	t.Parallel() // its own folder and no package settings: runs beside the other slow ones
 	rapid.Check(t, func(rt *rapid.T) {
 		dir := t.TempDir()
 		clk := newClock()

@@ -519,6 +519,7 @@ func renderAll(t testing.TB, p *Partition, f Format, from record.Offset) []byte 
 // Every byte of a view, read at random positions and sizes, matches the
 // sequential rendering, in both formats, across segments, as it grows.
 func TestViewRandomAccess(t *testing.T) {
+	t.Parallel() // its own folder and no package settings: runs beside the other slow ones
 	l := openLog(t, t.TempDir(), Options{})
 	top, _ := l.CreateTopic("t", 1, small("segment.bytes=20000", "index.interval.bytes=200"))
 	p, _ := top.Partition(0)

@@ -150,6 +150,7 @@ func v23Read(t *testing.T, v *View, want []byte, at int64, size int, what string
 // that makes them renders from the batch in memory), by a fresh view or
 // one that read elsewhere last.
 func TestView23SkewedBigBatches(t *testing.T) {
+	t.Parallel() // its own folder and no package settings: runs beside the other slow ones
 	l := openLog(t, t.TempDir(), Options{})
 	top, _ := l.CreateTopic("t", 1, nil)
 	p, _ := top.Partition(0)

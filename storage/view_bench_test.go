@@ -80,6 +80,7 @@ func BenchmarkViewPread(b *testing.B) {
 // sizes before and after the marks exist, sequentially across reads that
 // end inside a batch, and from views that start inside one.
 func TestViewBigBatches(t *testing.T) {
+	t.Parallel() // its own folder and no package settings: runs beside the other slow ones
 	l := openLog(t, t.TempDir(), Options{})
 	top, _ := l.CreateTopic("t", 1, small("segment.bytes=8000000"))
 	p, _ := top.Partition(0)

@@ -408,6 +408,7 @@ func advDamaged(t *testing.T, kind string) (string, map[Format][]byte) {
 // that lands inside it, random reads; the read that reaches it fails, and
 // the size stops before it.
 func TestBigBatchAdvBadBigBatch(t *testing.T) {
+	t.Parallel() // its own folder and no package settings: runs beside the other slow ones
 	for _, kind := range []string{"flipped byte", "count-1", "count+1", "length-1000", "truncated"} {
 		t.Run(kind, func(t *testing.T) {
 			dir, prefix := advDamaged(t, kind)
@@ -730,6 +731,7 @@ func TestBigBatchAdvCutPendingWhenAnotherViewMeetsBadBytes(t *testing.T) {
 // 2, up to the record's end and one past it, then reads on, all
 // match the rendering, with the batch's marks made before or not.
 func TestBigBatchAdvEveryBoundary(t *testing.T) {
+	t.Parallel() // its own folder and no package settings: runs beside the other slow ones
 	l := openLog(t, t.TempDir(), Options{})
 	top, _ := l.CreateTopic("t", 1, nil)
 	p, _ := top.Partition(0)
