@@ -354,9 +354,12 @@ func (s *segment) findTimeOnce(ts int64, startOffset, limit record.Offset, fromS
 		if h.MaxTimestamp < ts || h.LastOffset() < startOffset {
 			continue // skipped on its header alone
 		}
-		if h.RecordCount == 1 && h.LastOffsetDelta == 0 && h.BaseOffset >= startOffset {
+		if h.RecordCount == 1 && h.LastOffsetDelta == 0 && h.BaseOffset >= startOffset &&
+			(h.Attributes.LogAppendTime() || h.BaseTimestamp == h.MaxTimestamp) {
 			// Found on its header too: the one record of the batch is at
-			// the base offset and its timestamp is the batch's max.
+			// the base offset and its timestamp is the batch's max. Not
+			// when its base timestamp differs: a record stamped below -1
+			// has the max -1 (Kafka's builder starts the max there).
 			return h.BaseOffset, true, nil
 		}
 		st.sc.Seek(h.Pos, readerScan)
