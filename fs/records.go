@@ -149,7 +149,7 @@ func (d *timeDir) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 
 func (d *timeDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	base, format := splitFormat(name)
-	ts, err := storage.ParseTimestamp(base)
+	ts, err := storage.ParseTimeBound(base)
 	if err != nil {
 		return nil, syscall.ENOENT // a name that cannot exist
 	}

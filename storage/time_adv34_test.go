@@ -383,3 +383,26 @@ func TestTimeIndexDamagedAdv34(t *testing.T) {
 		}
 	}
 }
+
+// A lookup's T between two milliseconds rounds up: the record stamped
+// the millisecond below was stamped before T. A record's own timestamp
+// (append.jsonl) keeps rounding down, as Java's toEpochMilli.
+func TestParseTimeBoundAdv34(t *testing.T) {
+	for s, want := range map[string][2]int64{
+		"2024-10-10T12:00:00Z":           {1_728_561_600_000, 1_728_561_600_000},
+		"2024-10-10T12:00:00.0005Z":      {1_728_561_600_000, 1_728_561_600_001},
+		"2024-10-10T12:00:00.999999999Z": {1_728_561_600_999, 1_728_561_601_000},
+		"2024-10-10T12:00:00.001Z":       {1_728_561_600_001, 1_728_561_600_001},
+		"1969-12-31T23:59:59.999Z":       {-1, -1},
+		"1969-12-31T23:59:59.9995Z":      {-1, 0},
+		"1700000000":                     {1_700_000_000_000, 1_700_000_000_000},
+		"2024-10-10":                     {1_728_518_400_000, 1_728_518_400_000},
+	} {
+		got, err := ParseTimestamp(s)
+		require.NoError(t, err, s)
+		require.Equal(t, want[0], got, "ParseTimestamp(%q)", s)
+		got, err = ParseTimeBound(s)
+		require.NoError(t, err, s)
+		require.Equal(t, want[1], got, "ParseTimeBound(%q)", s)
+	}
+}

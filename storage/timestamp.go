@@ -16,7 +16,15 @@ import (
 // Digits are told apart by their count: 11 digits of seconds reach the year
 // 5138, and 12 digits of milliseconds start in 1973, so every timestamp of
 // a real log reads the same either way it was meant.
-func ParseTimestamp(s string) (int64, error) {
+func ParseTimestamp(s string) (int64, error) { return parseTimestamp(s, false) }
+
+// ParseTimeBound is ParseTimestamp for the T of a lookup by time (time/T,
+// consume --time), which finds the records stamped T or later: a time
+// between two milliseconds (2024-10-10T12:00:00.0005Z) rounds up, since a
+// record stamped the millisecond below was stamped before T.
+func ParseTimeBound(s string) (int64, error) { return parseTimestamp(s, true) }
+
+func parseTimestamp(s string, up bool) (int64, error) {
 	if s == "" {
 		return 0, fmt.Errorf("%w: empty", ErrInvalidTimestamp)
 	}
@@ -42,7 +50,11 @@ func ParseTimestamp(s string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %q: want unix seconds, unix milliseconds, RFC 3339 (2024-10-10T12:00:00Z) or a date (2024-10-10)", ErrInvalidTimestamp, s)
 	}
-	return t.UnixMilli(), nil
+	ms := t.UnixMilli() // rounded down, before 1970 too
+	if up && t.Nanosecond()%int(time.Millisecond) != 0 {
+		ms++
+	}
+	return ms, nil
 }
 
 // checkZoneOffset refuses the offsets Go's parser lets through and RFC 3339

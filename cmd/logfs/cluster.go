@@ -176,7 +176,7 @@ func printCluster(ctx context.Context, out *bufio.Writer, kc *kafka.Cluster, p *
 	case "latest":
 		from = end
 	case "":
-		ts, err := storage.ParseTimestamp(c.time)
+		ts, err := storage.ParseTimeBound(c.time)
 		if err != nil {
 			return err
 		}

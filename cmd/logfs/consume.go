@@ -87,7 +87,7 @@ end it with status 0.`,
 					return usageErrorf("--offset %q: want a non-negative number, earliest or latest", c.offset)
 				}
 			case c.time != "":
-				if _, err := storage.ParseTimestamp(c.time); err != nil {
+				if _, err := storage.ParseTimeBound(c.time); err != nil {
 					return usageErrorf("--time %q: want unix seconds, unix milliseconds, RFC 3339 (2024-10-10T12:00:00Z) or a date (2024-10-10)", c.time)
 				}
 			}
@@ -244,7 +244,7 @@ func startOffset(p *storage.Partition, c consumeArgs) (record.Offset, error) {
 	case "latest":
 		return end, nil
 	case "":
-		ts, err := storage.ParseTimestamp(c.time)
+		ts, err := storage.ParseTimeBound(c.time)
 		if err != nil {
 			return 0, err
 		}
