@@ -16,6 +16,8 @@ import (
 	"github.com/logfs/logfs/internal/broker"
 	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/record"
+	"github.com/logfs/logfs/recovery"
+	"github.com/logfs/logfs/vfs"
 )
 
 // This file is an independent oracle for lookups by time, written from
@@ -152,6 +154,15 @@ func writeAdv34Partition(t *testing.T, rng *rand.Rand, dir string, clean bool) *
 		require.NoError(t, b.Close())
 	} else {
 		require.NoError(t, b.Checkpoint(b.End()))
+	}
+	if rng.Intn(3) == 0 && m.end > m.start {
+		// DeleteRecords: the log start inside a segment.
+		m.start += record.Offset(rng.Int63n(int64(m.end - m.start)))
+		path := filepath.Join(dir, layout.LogStartFile)
+		cp, err := recovery.ReadCheckpoint(vfs.Default, path)
+		require.NoError(t, err)
+		cp[recovery.TopicPartition{Topic: "tt", Partition: 0}] = m.start
+		require.NoError(t, recovery.WriteCheckpoint(vfs.Default, path, cp))
 	}
 	return m
 }
