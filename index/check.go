@@ -80,9 +80,10 @@ func checkOffsetEntries(data []byte, logSize int64) (int, string) {
 // entries) and returns how many there are. Timestamps must strictly
 // increase and offsets must not decrease; Kafka appends only timestamps
 // above the previous one, starting from -1, so none is negative. A tail of
-// all-zero entries after the first ends them, as in an offset index (the
-// first entry may be (0, base): a timestamp of 0 is a timestamp). The log
-// size is not used.
+// all-zero entries ends them, as in an offset index; a first entry (0,
+// base) that nothing follows reads as such a tail too, so an index with no
+// entries does not say a segment with batches has no timestamp of 0 (its
+// users learn that from the log). The log size is not used.
 func checkTimeEntries(data []byte, _ int64) (int, string) {
 	var prevTs int64
 	var prevRel uint32

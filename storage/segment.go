@@ -310,17 +310,22 @@ func (s *segment) loadTimestamps() error {
 		ts, off := record.NoTimestamp, s.base
 		if s.timeIdx != nil && s.fallback == nil {
 			var err error
-			if ts, off, err = s.timeIdx.LastEntry(); err == nil {
+			ts, off, err = s.timeIdx.LastEntry()
+			if err == nil && (ts >= 0 || s.size.Load() == 0) {
 				s.maxTS.Store(ts)
 				s.maxTSOffset.Store(int64(off))
 				return
 			}
-			if !indexUnusable(err) {
+			// No entry in the index of a segment that has batches says
+			// only that none is stamped above -1, or that the one entry
+			// was (0, base), which reads as a zero tail: the log says
+			// which, below.
+			if err != nil && !indexUnusable(err) {
 				s.tsErr = err
 				return
 			}
 			s.idxMu.RUnlock()
-			repaired := s.indexBroken(err, 0)
+			repaired := err != nil && s.indexBroken(err, 0)
 			s.idxMu.RLock()
 			if repaired && s.timeIdx != nil && s.fallback == nil {
 				if ts, off, err = s.timeIdx.LastEntry(); err == nil {

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/logfs/logfs/internal/broker"
@@ -31,6 +32,7 @@ import (
 type tsRec struct {
 	off record.Offset
 	ts  int64
+	ctl bool // a transaction marker: found by time as Kafka finds it, never read
 }
 
 // tsModel is a partition as the oracle sees it.
@@ -102,6 +104,8 @@ func writeAdv34Partition(t *testing.T, rng *rand.Rand, dir string, clean bool) *
 	clock := int64(1_700_000_000_000)
 	styles := []int{rng.Intn(5), rng.Intn(5), rng.Intn(5)}
 	nb := 5 + rng.Intn(60)
+	bclock := int64(1_700_000_000_000)
+	inTxn := map[int64]bool{}
 	for i := 0; i < nb; i++ {
 		var bl record.Builder
 		n := 1 + rng.Intn(6)
@@ -124,12 +128,32 @@ func writeAdv34Partition(t *testing.T, rng *rand.Rand, dir string, clean bool) *
 				tss[k] = bo.LogAppendTime
 			}
 		}
+		pid := int64(1 + rng.Intn(2))
+		if inTxn[pid] && rng.Intn(3) == 0 {
+			ctl := record.ControlCommit
+			if rng.Intn(2) == 0 {
+				ctl = record.ControlAbort
+			}
+			off, err := b.Marker(pid, ctl)
+			require.NoError(t, err)
+			m.recs = append(m.recs, tsRec{off: off, ts: bclock, ctl: true})
+			bclock = max(bclock, -1) + 1 // the marker batch's max is at least -1
+			inTxn[pid] = false
+			continue
+		}
+		if rng.Intn(6) == 0 {
+			bo.ProducerID, bo.Attributes = pid, bo.Attributes|0x10
+			inTxn[pid] = true
+		}
 		raw, err := bl.BuildWith(bo)
 		require.NoError(t, err)
+		h, err := record.ParseHeader(raw, 0)
+		require.NoError(t, err)
+		bclock = max(bclock, h.MaxTimestamp) + 1 // the broker helper's clock, for markers
 		base, err := b.Append(append([]byte(nil), raw...))
 		require.NoError(t, err)
 		for k, ts := range tss {
-			m.recs = append(m.recs, tsRec{base + record.Offset(k), ts})
+			m.recs = append(m.recs, tsRec{off: base + record.Offset(k), ts: ts})
 		}
 		if rng.Intn(15) == 0 {
 			require.NoError(t, b.Roll()) // as a roll by segment.ms
@@ -177,6 +201,9 @@ func checkAdv34(t *testing.T, p *Partition, m *tsModel, what string) {
 	require.NoError(t, err)
 	i := sort.Search(len(m.recs), func(i int) bool { return m.recs[i].off >= m.start })
 	for ; ; i++ {
+		for i < len(m.recs) && m.recs[i].ctl {
+			i++
+		}
 		rec, err := r.Next()
 		if err == io.EOF {
 			break
@@ -333,7 +360,7 @@ func writeAdv34Sealed(t *testing.T, dir string, seed int64) *tsModel {
 		base, err := b.Append(append([]byte(nil), raw...))
 		require.NoError(t, err)
 		for k, ts := range tss {
-			m.recs = append(m.recs, tsRec{base + record.Offset(k), ts})
+			m.recs = append(m.recs, tsRec{off: base + record.Offset(k), ts: ts})
 		}
 	}
 	m.end = b.End()
@@ -415,5 +442,51 @@ func TestParseTimeBoundAdv34(t *testing.T) {
 		got, err = ParseTimeBound(s)
 		require.NoError(t, err, s)
 		require.Equal(t, want[1], got, "ParseTimeBound(%q)", s)
+	}
+}
+
+// A segment whose only record is stamped 0 has the time index entry
+// (0, 0) after its roll: Kafka appends it (0 is above the empty index's
+// -1) and trims the file to it. It is a real entry, not the zeros of a
+// preallocated tail: the segment's largest timestamp is 0, and time/T for
+// T = 0 starts there.
+func TestTimeIndexEntryZeroZeroAdv34(t *testing.T) {
+	for _, clean := range []bool{true, false} {
+		for _, ro := range []bool{true, false} {
+			dir := t.TempDir()
+			b, err := broker.Create(dir, "tt", 0, broker.Options{NoSnapshots: true})
+			require.NoError(t, err)
+			for _, ts := range []int64{0, 7} {
+				var bl record.Builder
+				bl.Append(ts, nil, []byte("v"), nil)
+				raw, err := bl.Build()
+				require.NoError(t, err)
+				_, err = b.Append(append([]byte(nil), raw...))
+				require.NoError(t, err)
+				require.NoError(t, b.Roll())
+			}
+			if clean {
+				require.NoError(t, b.Close())
+			} else {
+				require.NoError(t, b.Checkpoint(b.End()))
+			}
+			idx, err := os.ReadFile(filepath.Join(dir, "tt-0", "00000000000000000000.timeindex"))
+			require.NoError(t, err)
+			require.Equal(t, make([]byte, 12), idx, "Kafka's index: the one entry (0, 0)")
+			what := fmt.Sprintf("clean %v read-only %v", clean, ro)
+			l, err := Open(dir, Options{Logger: testLogger(t), ReadOnly: ro, RetentionCheckInterval: -1})
+			require.NoError(t, err)
+			p, err := l.Partition("tt", 0)
+			require.NoError(t, err)
+			for ts, want := range map[int64]record.Offset{-1: 0, 0: 0, 1: 1, 7: 1, 8: 2} {
+				got, err := p.OffsetForTime(ts)
+				require.NoError(t, err, what)
+				assert.Equal(t, want, got, "%s: OffsetForTime(%d)", what, ts)
+			}
+			if ro {
+				assert.NoError(t, l.Check(), "%s: Kafka's own index is not damage", what)
+			}
+			require.NoError(t, l.Close())
+		}
 	}
 }
