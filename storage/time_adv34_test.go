@@ -490,3 +490,70 @@ func TestTimeIndexEntryZeroZeroAdv34(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeOracleLogfsWriterAdv34 checks lookups by time on partitions
+// logfs writes itself, with wild timestamps, rolls by size and by time
+// (segment.ms on the records' timestamps), small indexes, clean reopens
+// and retention by size.
+func TestTimeOracleLogfsWriterAdv34(t *testing.T) {
+	for seed := int64(0); seed < 25; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		dir := t.TempDir()
+		clk := newClock()
+		o := Options{Logger: testLogger(t), Now: clk.Now, RetentionCheckInterval: -1}
+		l, err := Open(dir, o)
+		require.NoError(t, err)
+		_, err = l.CreateTopic("tt", 1, small(
+			fmt.Sprintf("segment.bytes=%d", 400+rng.Intn(3000)),
+			fmt.Sprintf("segment.ms=%d", 1+rng.Intn(2000)),
+			fmt.Sprintf("index.interval.bytes=%d", rng.Intn(600)),
+			fmt.Sprintf("segment.index.bytes=%d", 24+12*rng.Intn(30)),
+			"retention.ms=-1", fmt.Sprintf("retention.bytes=%d", 3000+rng.Intn(20000)),
+			"file.delete.delay.ms=0"))
+		require.NoError(t, err)
+		p, err := l.Partition("tt", 0)
+		require.NoError(t, err)
+		m := &tsModel{}
+		clock := int64(1_700_000_000_000)
+		styles := []int{rng.Intn(5), rng.Intn(5), rng.Intn(5)}
+		for step := 0; step < 60; step++ {
+			switch rng.Intn(12) {
+			case 0: // a clean reopen
+				require.NoError(t, l.Close())
+				l, err = Open(dir, o)
+				require.NoError(t, err)
+				p, err = l.Partition("tt", 0)
+				require.NoError(t, err)
+			case 1: // retention by size
+				_, err := l.EnforceRetention()
+				require.NoError(t, err)
+				m.start = p.StartOffset()
+			default:
+				recs := make([]Record, 1+rng.Intn(5))
+				for i := range recs {
+					ts := adv34Timestamp(rng, styles[rng.Intn(3)], &clock)
+					if ts == 0 {
+						ts = 1 // 0 asks for the wall clock
+					}
+					recs[i] = Record{Timestamp: ts, Value: []byte(fmt.Sprintf("%d-%d", step, i))}
+				}
+				base, err := p.Append(recs)
+				require.NoError(t, err)
+				for i, r := range recs {
+					m.recs = append(m.recs, tsRec{off: base + record.Offset(i), ts: r.Timestamp})
+				}
+			}
+			m.end = p.EndOffset()
+		}
+		checkAdv34(t, p, m, fmt.Sprintf("seed %d", seed))
+		require.NoError(t, l.Check())
+		require.NoError(t, l.Close())
+		l, err = Open(dir, o)
+		require.NoError(t, err)
+		p, err = l.Partition("tt", 0)
+		require.NoError(t, err)
+		checkAdv34(t, p, m, fmt.Sprintf("seed %d reopened", seed))
+		require.NoError(t, l.Check())
+		require.NoError(t, l.Close())
+	}
+}
