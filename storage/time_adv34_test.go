@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -554,6 +555,78 @@ func TestTimeOracleLogfsWriterAdv34(t *testing.T) {
 		require.NoError(t, err)
 		checkAdv34(t, p, m, fmt.Sprintf("seed %d reopened", seed))
 		require.NoError(t, l.Check())
+		require.NoError(t, l.Close())
+	}
+}
+
+// TestTimeAfterTornWriteAdv34: a broker killed in the middle of a write
+// leaves the active segment's .log cut inside a batch and its indexes
+// untrimmed, with entries for what was cut (they are written before the
+// log is flushed). After recovery, lookups by time find only what is
+// left; a read-only open, which recovers nothing on disk, must not serve
+// anything else either.
+func TestTimeAfterTornWriteAdv34(t *testing.T) {
+	for seed := int64(0); seed < 30; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		dir := t.TempDir()
+		m := writeAdv34Partition(t, rng, dir, false)
+		logs, err := filepath.Glob(filepath.Join(dir, "tt-0", "*"+layout.LogSuffix))
+		require.NoError(t, err)
+		active := logs[len(logs)-1]
+		data, err := os.ReadFile(active)
+		require.NoError(t, err)
+		if len(data) == 0 {
+			continue
+		}
+		cut := 1 + rng.Intn(len(data))
+		require.NoError(t, os.Truncate(active, int64(cut)))
+		// What is left: the batches wholly below the cut.
+		end := m.end
+		sc := record.NewScanner(bytes.NewReader(data), 0, record.Position(len(data)), record.ScanOptions{HeadersOnly: true})
+		for sc.Next() {
+			h := sc.Batch()
+			if int64(h.Pos)+h.Size() > int64(cut) {
+				end = h.BaseOffset
+				break
+			}
+		}
+		require.NoError(t, sc.Err())
+		kept := *m
+		kept.recs = nil
+		for _, r := range m.recs {
+			if r.off < end {
+				kept.recs = append(kept.recs, r)
+			}
+		}
+		kept.end = end
+		if kept.start > end {
+			continue // the log start checkpoint past the cut: not this test's subject
+		}
+		path := filepath.Join(dir, layout.RecoveryPointFile)
+		cp, err := recovery.ReadCheckpoint(vfs.Default, path)
+		require.NoError(t, err)
+		cp[recovery.TopicPartition{Topic: "tt", Partition: 0}] = 0
+		require.NoError(t, recovery.WriteCheckpoint(vfs.Default, path, cp))
+		what := fmt.Sprintf("seed %d cut %d of %d", seed, cut, len(data))
+
+		l, err := Open(dir, Options{Logger: testLogger(t), ReadOnly: true, RetentionCheckInterval: -1})
+		require.NoError(t, err, what)
+		p, err := l.Partition("tt", 0)
+		require.NoError(t, err, what)
+		for _, ts := range kept.probes() {
+			got, err := p.OffsetForTime(ts)
+			if err == nil {
+				require.Equal(t, kept.first(ts), got, "%s read-only: OffsetForTime(%d)", what, ts)
+			}
+		}
+		require.NoError(t, l.Close())
+
+		l, err = Open(dir, Options{Logger: testLogger(t), RetentionCheckInterval: -1})
+		require.NoError(t, err, what)
+		p, err = l.Partition("tt", 0)
+		require.NoError(t, err, what)
+		checkAdv34(t, p, &kept, what)
+		require.NoError(t, l.Check(), what)
 		require.NoError(t, l.Close())
 	}
 }
