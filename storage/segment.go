@@ -311,21 +311,30 @@ func (s *segment) loadTimestamps() error {
 		if s.timeIdx != nil && s.fallback == nil {
 			var err error
 			ts, off, err = s.timeIdx.LastEntry()
-			if err == nil && (ts >= 0 || s.size.Load() == 0) {
+			if err == nil && ts < 0 && s.size.Load() > 0 {
+				// No entry in the index of a segment that has batches
+				// says only that none is stamped above -1, or that the one
+				// entry was (0, base), which reads as a zero tail: the
+				// batch headers say which.
+				s.idxMu.RUnlock()
+				var serr error
+				ts, off, serr = s.scanMaxTimestamp()
+				s.idxMu.RLock()
+				if serr != nil {
+					err = serr // bad bytes: the in-memory index, below, goes around them
+				}
+			}
+			if err == nil {
 				s.maxTS.Store(ts)
 				s.maxTSOffset.Store(int64(off))
 				return
 			}
-			// No entry in the index of a segment that has batches says
-			// only that none is stamped above -1, or that the one entry
-			// was (0, base), which reads as a zero tail: the log says
-			// which, below.
-			if err != nil && !indexUnusable(err) {
+			if _, bad := errors.AsType[*record.CorruptError](err); !bad && !indexUnusable(err) {
 				s.tsErr = err
 				return
 			}
 			s.idxMu.RUnlock()
-			repaired := err != nil && s.indexBroken(err, 0)
+			repaired := indexUnusable(err) && s.indexBroken(err, 0)
 			s.idxMu.RLock()
 			if repaired && s.timeIdx != nil && s.fallback == nil {
 				if ts, off, err = s.timeIdx.LastEntry(); err == nil {
@@ -348,6 +357,19 @@ func (s *segment) loadTimestamps() error {
 		s.maxTSOffset.Store(int64(off))
 	})
 	return s.tsErr
+}
+
+// scanMaxTimestamp reads the batch headers of the whole segment for its
+// largest max timestamp and the last offset of the batch that first has it.
+func (s *segment) scanMaxTimestamp() (int64, record.Offset, error) {
+	ts, off := record.NoTimestamp, s.base
+	sc := record.NewScanner(s.log, 0, record.Position(s.size.Load()), record.ScanOptions{HeadersOnly: true})
+	for sc.Next() {
+		if b := sc.Batch(); b.MaxTimestamp > ts {
+			ts, off = b.MaxTimestamp, b.LastOffset()
+		}
+	}
+	return ts, off, record.WithFile(sc.Err(), s.logPath())
 }
 
 // maxTimestamp returns the largest batch max timestamp in the segment, or

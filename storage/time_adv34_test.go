@@ -487,6 +487,10 @@ func TestTimeIndexEntryZeroZeroAdv34(t *testing.T) {
 			if ro {
 				assert.NoError(t, l.Check(), "%s: Kafka's own index is not damage", what)
 			}
+			s := p.segments()[0]
+			s.idxMu.RLock()
+			assert.Nil(t, s.fallback, "%s: the index files stay in use", what)
+			s.idxMu.RUnlock()
 			require.NoError(t, l.Close())
 		}
 	}
