@@ -90,6 +90,83 @@ func adv34Timestamp(rng *rand.Rand, style int, clock *int64) int64 {
 	return 0
 }
 
+// adv34Writer writes random batches as a broker would and keeps the model.
+type adv34Writer struct {
+	t      *testing.T
+	rng    *rand.Rand
+	b      *broker.Partition
+	m      *tsModel
+	styles []int
+	clock  int64 // where timestamps are drawn around
+	bclock int64 // the broker helper's clock, for markers
+	inTxn  map[int64]bool
+	i      int
+}
+
+func newAdv34Writer(t *testing.T, rng *rand.Rand, b *broker.Partition) *adv34Writer {
+	return &adv34Writer{t: t, rng: rng, b: b, m: &tsModel{}, styles: []int{rng.Intn(5), rng.Intn(5), rng.Intn(5)},
+		clock: 1_700_000_000_000, bclock: 1_700_000_000_000, inTxn: map[int64]bool{}}
+}
+
+// batch writes one random batch (or a transaction marker), and sometimes
+// rolls after it.
+func (w *adv34Writer) batch() {
+	t, rng, b, m, styles := w.t, w.rng, w.b, w.m, w.styles
+	i := w.i
+	w.i++
+	var bl record.Builder
+	n := 1 + rng.Intn(6)
+	tss := make([]int64, n)
+	for k := range tss {
+		tss[k] = adv34Timestamp(rng, styles[rng.Intn(len(styles))], &w.clock)
+		if rng.Intn(10) == 0 {
+			tss[k] = -1
+		}
+		bl.Append(tss[k], nil, []byte(fmt.Sprintf("v%d-%d", i, k)), nil)
+	}
+	bo := record.BuildOptions{Compression: record.Compression(rng.Intn(5))}
+	if rng.Intn(5) == 0 {
+		bo.Attributes = 0x08 // LogAppendTime
+		bo.LogAppendTime = adv34Timestamp(rng, styles[0], &w.clock)
+		if bo.LogAppendTime < 0 {
+			bo.LogAppendTime = w.clock
+		}
+		for k := range tss {
+			tss[k] = bo.LogAppendTime
+		}
+	}
+	pid := int64(1 + rng.Intn(2))
+	if w.inTxn[pid] && rng.Intn(3) == 0 {
+		ctl := record.ControlCommit
+		if rng.Intn(2) == 0 {
+			ctl = record.ControlAbort
+		}
+		off, err := b.Marker(pid, ctl)
+		require.NoError(t, err)
+		m.recs = append(m.recs, tsRec{off: off, ts: w.bclock, ctl: true})
+		w.bclock = max(w.bclock, -1) + 1 // the marker batch's max is at least -1
+		w.inTxn[pid] = false
+		return
+	}
+	if rng.Intn(6) == 0 {
+		bo.ProducerID, bo.Attributes = pid, bo.Attributes|0x10
+		w.inTxn[pid] = true
+	}
+	raw, err := bl.BuildWith(bo)
+	require.NoError(t, err)
+	h, err := record.ParseHeader(raw, 0)
+	require.NoError(t, err)
+	w.bclock = max(w.bclock, h.MaxTimestamp) + 1
+	base, err := b.Append(append([]byte(nil), raw...))
+	require.NoError(t, err)
+	for k, ts := range tss {
+		m.recs = append(m.recs, tsRec{off: base + record.Offset(k), ts: ts})
+	}
+	if rng.Intn(15) == 0 {
+		require.NoError(t, b.Roll()) // as a roll by segment.ms
+	}
+}
+
 // writeAdv34Partition writes a random partition as a Kafka broker would,
 // records the model of it, and leaves it closed cleanly or not.
 func writeAdv34Partition(t *testing.T, rng *rand.Rand, dir string, clean bool) *tsModel {
@@ -101,64 +178,11 @@ func writeAdv34Partition(t *testing.T, rng *rand.Rand, dir string, clean bool) *
 	}
 	b, err := broker.Create(dir, "tt", 0, o)
 	require.NoError(t, err)
-	m := &tsModel{}
-	clock := int64(1_700_000_000_000)
-	styles := []int{rng.Intn(5), rng.Intn(5), rng.Intn(5)}
+	w := newAdv34Writer(t, rng, b)
+	m := w.m
 	nb := 5 + rng.Intn(60)
-	bclock := int64(1_700_000_000_000)
-	inTxn := map[int64]bool{}
 	for i := 0; i < nb; i++ {
-		var bl record.Builder
-		n := 1 + rng.Intn(6)
-		tss := make([]int64, n)
-		for k := range tss {
-			tss[k] = adv34Timestamp(rng, styles[rng.Intn(len(styles))], &clock)
-			if rng.Intn(10) == 0 {
-				tss[k] = -1
-			}
-			bl.Append(tss[k], nil, []byte(fmt.Sprintf("v%d-%d", i, k)), nil)
-		}
-		bo := record.BuildOptions{Compression: record.Compression(rng.Intn(5))}
-		if rng.Intn(5) == 0 {
-			bo.Attributes = 0x08 // LogAppendTime
-			bo.LogAppendTime = adv34Timestamp(rng, styles[0], &clock)
-			if bo.LogAppendTime < 0 {
-				bo.LogAppendTime = clock
-			}
-			for k := range tss {
-				tss[k] = bo.LogAppendTime
-			}
-		}
-		pid := int64(1 + rng.Intn(2))
-		if inTxn[pid] && rng.Intn(3) == 0 {
-			ctl := record.ControlCommit
-			if rng.Intn(2) == 0 {
-				ctl = record.ControlAbort
-			}
-			off, err := b.Marker(pid, ctl)
-			require.NoError(t, err)
-			m.recs = append(m.recs, tsRec{off: off, ts: bclock, ctl: true})
-			bclock = max(bclock, -1) + 1 // the marker batch's max is at least -1
-			inTxn[pid] = false
-			continue
-		}
-		if rng.Intn(6) == 0 {
-			bo.ProducerID, bo.Attributes = pid, bo.Attributes|0x10
-			inTxn[pid] = true
-		}
-		raw, err := bl.BuildWith(bo)
-		require.NoError(t, err)
-		h, err := record.ParseHeader(raw, 0)
-		require.NoError(t, err)
-		bclock = max(bclock, h.MaxTimestamp) + 1 // the broker helper's clock, for markers
-		base, err := b.Append(append([]byte(nil), raw...))
-		require.NoError(t, err)
-		for k, ts := range tss {
-			m.recs = append(m.recs, tsRec{off: base + record.Offset(k), ts: ts})
-		}
-		if rng.Intn(15) == 0 {
-			require.NoError(t, b.Roll()) // as a roll by segment.ms
-		}
+		w.batch()
 	}
 	m.end = b.End()
 	if rng.Intn(3) == 0 {
@@ -632,5 +656,41 @@ func TestTimeAfterTornWriteAdv34(t *testing.T) {
 		checkAdv34(t, p, &kept, what)
 		require.NoError(t, l.Check(), what)
 		require.NoError(t, l.Close())
+	}
+}
+
+// TestTimeOracleFollowedAdv34: lookups by time on a broker's partition
+// followed read-only while it writes, rolls and deletes its oldest
+// segment: the followed active segment's max timestamp grows with it.
+func TestTimeOracleFollowedAdv34(t *testing.T) {
+	for seed := int64(0); seed < 8; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		dir := t.TempDir()
+		b, err := broker.Create(dir, "f", 0, broker.Options{SegmentBytes: int64(300 + rng.Intn(2000)), IndexInterval: 100, NoSnapshots: true})
+		require.NoError(t, err)
+		w := newAdv34Writer(t, rng, b)
+		for i := 0; i < 10; i++ {
+			w.batch()
+		}
+		require.NoError(t, b.Checkpoint(b.End()))
+		_, p := followed(t, dir, ReadUncommitted)
+		for round := 0; round < 4; round++ {
+			w.m.end = b.End()
+			eventually(t, "the followed end", func() bool { return p.EndOffset() == w.m.end })
+			checkAdv34(t, p, w.m, fmt.Sprintf("seed %d round %d", seed, round))
+			for i := 0; i < 5+rng.Intn(20); i++ {
+				w.batch()
+			}
+			if round == 2 && b.DeleteOldest(true) == nil {
+				start := b.Dir() // the new log start: the oldest .log left
+				logs, err := filepath.Glob(filepath.Join(start, "*"+layout.LogSuffix))
+				require.NoError(t, err)
+				var base int64
+				fmt.Sscanf(filepath.Base(logs[0]), "%020d", &base)
+				w.m.start = record.Offset(base)
+				eventually(t, "the followed start", func() bool { return p.StartOffset() == w.m.start })
+			}
+			require.NoError(t, b.Checkpoint(b.End()))
+		}
 	}
 }
