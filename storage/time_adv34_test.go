@@ -477,7 +477,8 @@ func TestParseTimeBoundAdv34(t *testing.T) {
 // T = 0 starts there.
 func TestTimeIndexEntryZeroZeroAdv34(t *testing.T) {
 	for _, clean := range []bool{true, false} {
-		for _, ro := range []bool{true, false} {
+		for mode, ro := range []bool{true, false, false} {
+			repair := mode == 2 // recovery rebuilds the index: (0, 0) again
 			dir := t.TempDir()
 			b, err := broker.Create(dir, "tt", 0, broker.Options{NoSnapshots: true})
 			require.NoError(t, err)
@@ -498,8 +499,8 @@ func TestTimeIndexEntryZeroZeroAdv34(t *testing.T) {
 			idx, err := os.ReadFile(filepath.Join(dir, "tt-0", "00000000000000000000.timeindex"))
 			require.NoError(t, err)
 			require.Equal(t, make([]byte, 12), idx, "Kafka's index: the one entry (0, 0)")
-			what := fmt.Sprintf("clean %v read-only %v", clean, ro)
-			l, err := Open(dir, Options{Logger: testLogger(t), ReadOnly: ro, RetentionCheckInterval: -1})
+			what := fmt.Sprintf("clean %v read-only %v repair %v", clean, ro, repair)
+			l, err := Open(dir, Options{Logger: testLogger(t), ReadOnly: ro, ForceRecovery: repair, RetentionCheckInterval: -1})
 			require.NoError(t, err)
 			p, err := l.Partition("tt", 0)
 			require.NoError(t, err)
