@@ -346,6 +346,19 @@ var adv34Damages = []struct {
 		write(t, path, c)
 	}},
 	{"empty", func(t *testing.T, path string, b []byte) { write(t, path, nil) }},
+	{"another segment's", func(t *testing.T, path string, b []byte) {
+		others, err := filepath.Glob(filepath.Join(filepath.Dir(path), "*"+layout.TimeIndexSuffix))
+		require.NoError(t, err)
+		for _, o := range others {
+			if o != path {
+				c, err := os.ReadFile(o)
+				require.NoError(t, err)
+				write(t, path, c)
+				return
+			}
+		}
+		t.Fatal("no other segment")
+	}},
 	{"directory", func(t *testing.T, path string, b []byte) {
 		require.NoError(t, os.Remove(path))
 		require.NoError(t, os.Mkdir(path, 0o755))
