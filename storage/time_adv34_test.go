@@ -340,6 +340,34 @@ var adv34Damages = []struct {
 		binary.BigEndian.PutUint64(c[len(c)-12:], uint64(prev+(ts-prev)/2+1))
 		write(t, path, c)
 	}},
+	{"middle timestamp below its record's", func(t *testing.T, path string, b []byte) {
+		c := append([]byte(nil), b...)
+		k := len(c) / 12 / 2 // an entry with one before it and one after
+		prev := int64(binary.BigEndian.Uint64(c[(k-1)*12:]))
+		binary.BigEndian.PutUint64(c[k*12:], uint64(prev+1))
+		write(t, path, c)
+	}},
+	{"middle timestamp above its record's", func(t *testing.T, path string, b []byte) {
+		c := append([]byte(nil), b...)
+		k := len(c) / 12 / 2
+		next := int64(binary.BigEndian.Uint64(c[(k+1)*12:]))
+		binary.BigEndian.PutUint64(c[k*12:], uint64(next-1))
+		write(t, path, c)
+	}},
+	{"middle offset moved back", func(t *testing.T, path string, b []byte) {
+		c := append([]byte(nil), b...)
+		k := len(c) / 12 / 2
+		prev := binary.BigEndian.Uint32(c[(k-1)*12+8:])
+		binary.BigEndian.PutUint32(c[k*12+8:], prev)
+		write(t, path, c)
+	}},
+	{"middle offset moved on", func(t *testing.T, path string, b []byte) {
+		c := append([]byte(nil), b...)
+		k := len(c) / 12 / 2
+		next := binary.BigEndian.Uint32(c[(k+1)*12+8:])
+		binary.BigEndian.PutUint32(c[k*12+8:], next)
+		write(t, path, c)
+	}},
 	{"negative timestamp", func(t *testing.T, path string, b []byte) {
 		c := append([]byte(nil), b...)
 		binary.BigEndian.PutUint64(c[0:8], uint64(1<<63))
@@ -425,7 +453,7 @@ func TestTimeIndexDamagedAdv34(t *testing.T) {
 					path := logs[seg][:len(logs[seg])-len(layout.LogSuffix)] + layout.TimeIndexSuffix
 					b, err := os.ReadFile(path)
 					require.NoError(t, err)
-					require.GreaterOrEqual(t, len(b), 24)
+					require.GreaterOrEqual(t, len(b), 36)
 					d.do(t, path, b)
 					l, err := Open(dir, Options{Logger: testLogger(t), ReadOnly: ro, ForceRecovery: repair, RetentionCheckInterval: -1})
 					if d.name == "directory" && !ro {
