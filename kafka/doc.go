@@ -113,5 +113,6 @@
 // Cluster.mu, then part.mu; part.fetchMu (one change of a copy at a time)
 // is taken before either and never while waiting for the cluster with
 // part.mu held. A partition's stream.mu (appends) is never held with
-// another lock nor while waiting for the cluster.
+// another lock nor while waiting for the cluster; its sending token (one
+// write's batches numbered together) is taken before it.
 package kafka

@@ -63,6 +63,13 @@ type stream struct {
 
 	initMu sync.Mutex // one InitProducerID at a time
 
+	// sending is held (a token in it) while one write's batches are
+	// numbered and sent, so that they follow each other, never
+	// interleaved with another write's (the append and append.jsonl of a
+	// partition are two inodes, which the kernel does not serialize). A
+	// channel, so that a writer waiting for it can be interrupted.
+	sending chan struct{}
+
 	mu      sync.Mutex
 	cond    *sync.Cond      // signalled when a batch is answered for good or numbered again
 	changed chan struct{}   // GUARDED_BY(mu): closed and replaced at the same moments
@@ -74,7 +81,7 @@ type stream struct {
 }
 
 func newStream(c *Cluster, p *part) *stream {
-	st := &stream{c: c, p: p, changed: make(chan struct{}), id: -1, open: map[*batch]bool{}}
+	st := &stream{c: c, p: p, sending: make(chan struct{}, 1), changed: make(chan struct{}), id: -1, open: map[*batch]bool{}}
 	st.cond = sync.NewCond(&st.mu)
 	return st
 }
@@ -143,12 +150,18 @@ func (c *Cluster) ProduceAt(ctx context.Context, cp *storage.Partition, recs []s
 		return 0, -1, fmt.Errorf("%w of %s", err, p)
 	}
 	st := p.stream
+	select {
+	case st.sending <- struct{}{}:
+	case <-ctx.Done():
+		return 0, -1, c.ctxError(ctx, "append to "+p.String(), ctx.Err())
+	}
 	var sendErr error
 	for _, b := range batches {
 		if sendErr = st.send(ctx, b); sendErr != nil {
 			break
 		}
 	}
+	<-st.sending
 	taken, base := 0, record.Offset(-1)
 	var first error
 	for i, b := range batches {
