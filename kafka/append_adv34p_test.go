@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -74,4 +75,49 @@ func TestAdv34pConcurrentWritesNotInterleaved(t *testing.T) {
 			require.Equal(t, want, string(recs[i+j].Value), "record %d: the lines of one write interleaved with another's", i+j)
 		}
 	}
+}
+
+// The topic's max.message.bytes is lowered on the cluster after the mount
+// first wrote to it (kafka-configs --alter). A write of many short lines,
+// each well under the new limit, must go in (cut into batches the broker
+// takes), not fail with EFBIG, which says a record is too large.
+func TestAdv34pLimitLoweredOnTheCluster(t *testing.T) {
+	c := fakeCluster(t)
+	adm := kadm.NewClient(client(t, c))
+	adv34pTopic(t, adm, "low", "1048588")
+	_, mp := mounted(t, c, kafka.Options{}, fs.Options{})
+	path := filepath.Join(mp, "low/0/append")
+	_, err := appendTo(path, []byte("first\n"))
+	require.NoError(t, err)
+
+	small := "4096"
+	rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: &small}}, "low")
+	require.NoError(t, err)
+	for _, r := range rs {
+		require.NoError(t, r.Err)
+	}
+	var data bytes.Buffer
+	for i := 0; i < 400; i++ {
+		fmt.Fprintf(&data, "%s%d\n", strings.Repeat("q", 95), 1000+i) // 40 KB of 100-byte lines
+	}
+	n, err := appendTo(path, data.Bytes())
+	require.NoError(t, err, "lines of 100 bytes under a limit of 4096")
+	require.Equal(t, data.Len(), n)
+	recs := consumeAll(t, c, "low", 0, 401)
+	require.Len(t, recs, 401)
+	var got bytes.Buffer
+	for _, r := range recs[1:] {
+		got.Write(r.Value)
+		got.WriteByte('\n')
+	}
+	sameText(t, data.String(), got.String())
+
+	// A line over the new limit is EFBIG, and nothing of its write goes in.
+	_, err = appendTo(path, []byte("before\n"+strings.Repeat("b", 5000)+"\nafter\n"))
+	require.ErrorIs(t, err, syscall.EFBIG)
+	_, err = appendTo(path, []byte("last\n"))
+	require.NoError(t, err)
+	recs = consumeAll(t, c, "low", 0, 402)
+	require.Len(t, recs, 402)
+	require.Equal(t, "last", string(recs[401].Value))
 }

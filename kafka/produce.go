@@ -144,16 +144,49 @@ func (c *Cluster) ProduceAt(ctx context.Context, cp *storage.Partition, recs []s
 		return 0, -1, err
 	}
 	limit := cp.Topic().Config().MaxMessageBytes
+	n, base, failed, err := c.produceCut(ctx, p, recs, limit)
+	if errors.Is(failed, kerr.MessageTooLarge) && c.refreshLimit(ctx, p, cp, limit) && n == 0 && len(recs) > 1 {
+		// The topic's max.message.bytes was lowered on the cluster since
+		// the copy learned it, and nothing went in: cut the records again
+		// to the new limit, once. (After a short write the writer sends
+		// the rest, which is cut to the new limit.)
+		n, base, _, err = c.produceCut(ctx, p, recs, cp.Topic().Config().MaxMessageBytes)
+	}
+	return n, base, err
+}
+
+// refreshLimit reads the cluster topic's max.message.bytes again after a
+// batch of at most limit bytes was refused as too large, and gives it to
+// the copy's topic, so that the mount's framing and batches follow it. It
+// reports whether the limit changed.
+func (c *Cluster) refreshLimit(ctx context.Context, p *part, cp *storage.Partition, limit int64) bool {
+	o := c.topicOverrides(ctx, p.topic)
+	v, ok := o["max.message.bytes"]
+	if !ok || v == limit {
+		return false
+	}
+	if err := cp.Topic().SetConfig(o); err != nil {
+		c.logger.Warn("kafka: cannot store the topic's new max.message.bytes in the copy", "topic", p.topic, "err", err)
+		return false
+	}
+	c.logger.Info("kafka: the topic's max.message.bytes changed on the cluster", "topic", p.topic, "was", limit, "now", v)
+	return true
+}
+
+// produceCut is ProduceAt with the records cut into batches of at most
+// limit bytes; failed is the first batch failure, also when the write was
+// short.
+func (c *Cluster) produceCut(ctx context.Context, p *part, recs []storage.Record, limit int64) (n int, base record.Offset, failed, err error) {
 	w := &write{}
 	batches, err := cut(recs, limit, w, time.Now().Add(c.s.deliveryTimeout))
 	if err != nil {
-		return 0, -1, fmt.Errorf("%w of %s", err, p)
+		return 0, -1, nil, fmt.Errorf("%w of %s", err, p)
 	}
 	st := p.stream
 	select {
 	case st.sending <- struct{}{}:
 	case <-ctx.Done():
-		return 0, -1, c.ctxError(ctx, "append to "+p.String(), ctx.Err())
+		return 0, -1, nil, c.ctxError(ctx, "append to "+p.String(), ctx.Err())
 	}
 	var sendErr error
 	for _, b := range batches {
@@ -162,7 +195,8 @@ func (c *Cluster) ProduceAt(ctx context.Context, cp *storage.Partition, recs []s
 		}
 	}
 	<-st.sending
-	taken, base := 0, record.Offset(-1)
+	taken := 0
+	base = -1
 	var first error
 	for i, b := range batches {
 		if b.done == nil {
@@ -198,12 +232,12 @@ func (c *Cluster) ProduceAt(ctx context.Context, cp *storage.Partition, recs []s
 		p.mu.Lock()
 		p.producedAt = time.Now()
 		p.mu.Unlock()
-		return taken, base, nil
+		return taken, base, first, nil
 	}
 	if first == nil {
 		first = sendErr
 	}
-	return 0, -1, first
+	return 0, -1, first, first
 }
 
 // cut builds recs into batches of at most limit bytes each: as few as
