@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/logfs/logfs/fs"
 	"github.com/logfs/logfs/kafka"
@@ -120,4 +123,69 @@ func TestAdv34pLimitLoweredOnTheCluster(t *testing.T) {
 	recs = consumeAll(t, c, "low", 0, 402)
 	require.Len(t, recs, 402)
 	require.Equal(t, "last", string(recs[401].Value))
+}
+
+// A topic deleted and created again between two appends (each its own
+// open, as `echo >>` does): the second append goes into the new topic
+// once, and the mount shows the new topic's records only.
+func TestAdv34pAppendAfterTopicRecreated(t *testing.T) {
+	c := fakeCluster(t, kfake.SeedTopics(1, "re"))
+	props := kafka.Properties{"metadata.max.age.ms": "300", "retry.backoff.ms": "50"}
+	_, mp := mounted(t, c, kafka.Options{Properties: props}, fs.Options{})
+	path := filepath.Join(mp, "re/0/append")
+	_, err := appendTo(path, []byte("old-1\nold-2\n"))
+	require.NoError(t, err)
+	require.Equal(t, "old-1\nold-2\n", readFile(t, filepath.Join(mp, "re/0/offset/0")))
+	adm := kadm.NewClient(client(t, c))
+	_, err = adm.DeleteTopic(context.Background(), "re")
+	require.NoError(t, err)
+	_, err = adm.CreateTopic(context.Background(), 1, 1, nil, "re")
+	require.NoError(t, err)
+	var n int
+	require.Eventually(t, func() bool {
+		n, err = appendTo(path, []byte("new-1\nnew-2\n"))
+		return err == nil
+	}, 10*time.Second, 100*time.Millisecond, "append to the new topic: %v", err)
+	require.Equal(t, 12, n)
+	recs := consumeAll(t, c, "re", 0, 2)
+	require.Len(t, recs, 2)
+	require.Equal(t, "new-1", string(recs[0].Value))
+	require.Equal(t, "new-2", string(recs[1].Value))
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(filepath.Join(mp, "re/0/offset/0"))
+		return err == nil && string(b) == "new-1\nnew-2\n"
+	}, 10*time.Second, 100*time.Millisecond)
+}
+
+// A program writing 4 KiB at a time (dd bs=4096, a buffered writer):
+// lines longer than 4 KiB, lines split across writes and a last line
+// without a newline become exactly the records meant, in order.
+func TestAdv34pLinesSplitAcross4KiBWrites(t *testing.T) {
+	c := fakeCluster(t, kfake.SeedTopics(1, "split"))
+	_, mp := mounted(t, c, kafka.Options{}, fs.Options{})
+	var data bytes.Buffer
+	var want []string
+	for i := 0; i < 60; i++ {
+		line := fmt.Sprintf("%03d-%s", i, strings.Repeat(string(rune('a'+i%26)), (i*997)%9000))
+		want = append(want, line)
+		data.WriteString(line)
+		if i < 59 {
+			data.WriteByte('\n')
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(mp, "split/0/append"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	for b := data.Bytes(); len(b) > 0; {
+		k := min(4096, len(b))
+		n, err := f.Write(b[:k])
+		require.NoError(t, err)
+		require.Equal(t, k, n)
+		b = b[k:]
+	}
+	require.NoError(t, f.Close())
+	recs := consumeAll(t, c, "split", 0, len(want))
+	require.Len(t, recs, len(want))
+	for i, r := range recs {
+		require.Equal(t, want[i], string(r.Value), "record %d", i)
+	}
 }
