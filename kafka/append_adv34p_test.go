@@ -189,3 +189,29 @@ func TestAdv34pLinesSplitAcross4KiBWrites(t *testing.T) {
 		require.Equal(t, want[i], string(r.Value), "record %d", i)
 	}
 }
+
+// The topic's max.message.bytes is raised on the cluster after the mount
+// first wrote to it. README: "on a mounted cluster only the cluster's
+// max.message.bytes counts"; a line under the new limit must go in, not
+// fail with EFBIG because of the limit the copy learned earlier.
+func TestAdv34pLimitRaisedOnTheCluster(t *testing.T) {
+	c := fakeCluster(t)
+	adm := kadm.NewClient(client(t, c))
+	adv34pTopic(t, adm, "high", "4096")
+	_, mp := mounted(t, c, kafka.Options{}, fs.Options{})
+	path := filepath.Join(mp, "high/0/append")
+	_, err := appendTo(path, []byte("first\n"))
+	require.NoError(t, err)
+
+	big := "1048588"
+	rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: &big}}, "high")
+	require.NoError(t, err)
+	for _, r := range rs {
+		require.NoError(t, r.Err)
+	}
+	line := strings.Repeat("L", 10000)
+	_, err = appendTo(path, []byte(line+"\n"))
+	require.NoError(t, err, "a line of 10000 bytes under a limit of 1048588")
+	recs := consumeAll(t, c, "high", 0, 2)
+	require.Equal(t, line, string(recs[1].Value))
+}
