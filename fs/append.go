@@ -242,14 +242,20 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 	} else {
 		done, err = h.n.ps.appendValues(ctx, h.values[:n])
 	}
-	if err != nil {
+	if err != nil && done == 0 {
 		return 0, err
 	}
 	if done < n {
 		// A cluster appended the first lines and failed a later batch:
-		// the write is short, and the writer sends the rest again.
+		// the write is short, and the writer sends the rest again. When
+		// that batch may have been appended all the same (err: it timed
+		// out), the rest is refused when it comes again, with err, so
+		// that the writer learns it and appends no second copy.
 		h.clearPartial()
 		h.n.ps.invalidate()
+		if err != nil {
+			h.refused, h.whyNot = bytes.Clone(data[h.ends[done-1]:]), err
+		}
 		return h.ends[done-1], nil
 	}
 	if len(tail) == 0 {

@@ -42,8 +42,9 @@ type Cluster interface {
 	Hold(ctx context.Context, p *storage.Partition, from record.Offset) (release func(), err error)
 	// Produce appends recs in order and returns how many the cluster
 	// acknowledged: all, or the first ones and no error (the rest were
-	// not appended), or none and an error. A record file opened after it
-	// returns shows them.
+	// not appended), or the first ones and an error (the rest failed but
+	// may have been appended: they must not be sent again), or none and
+	// an error. A record file opened after it returns shows them.
 	Produce(ctx context.Context, p *storage.Partition, recs []storage.Record) (int, error)
 }
 

@@ -134,3 +134,81 @@ func TestAdv34pLeaderMovesDuringWrites(t *testing.T) {
 	sameText(t, all.String(), readFile(t, filepath.Join(mp, "lm/0/offset/0")))
 	require.Greater(t, moved.Load(), int32(3), "the leader moved")
 }
+
+// A write of three batches: the second is answered REQUEST_TIMED_OUT
+// before the broker appended it, so the third arrives first and is
+// refused OUT_OF_ORDER_SEQUENCE; the second's retries are appended, but
+// never acknowledged within delivery.timeout.ms. The second's lines are
+// in the partition; the write must not say they are not (a short write
+// that ends before them, and nothing more), or os.File.Write sends them
+// again: a duplicate, which the idempotent producer is there to prevent.
+// (Requests go out from one goroutine per batch, so "the second" is the
+// first with a sequence above 0 to arrive.)
+func TestAdv34pTimedOutBatchNotSentAgainByTheWriter(t *testing.T) {
+	c := fakeCluster(t)
+	adv34pTopic(t, kadm.NewClient(client(t, c)), "to", "4096")
+	props := kafka.Properties{"delivery.timeout.ms": "1500", "request.timeout.ms": "500", "retry.backoff.ms": "50"}
+	_, mp := mounted(t, c, kafka.Options{Properties: props}, fs.Options{})
+	var second atomic.Int32 // base sequence of the write's second batch
+	second.Store(-1)
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		seq := firstSequence(req)
+		if seq <= 0 || !second.CompareAndSwap(-1, seq) {
+			return nil, nil, false
+		}
+		// Its first attempt: not appended, answered REQUEST_TIMED_OUT.
+		pr := req.(*kmsg.ProduceRequest)
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		resp.Version = pr.Version
+		for _, rt := range pr.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.RequestTimedOut.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	// Its retries (epoch 0): appended, answered REQUEST_TIMED_OUT.
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "to", Err: kerr.RequestTimedOut, Count: -1,
+		When: func(req kmsg.Request) bool {
+			return firstSequence(req) == second.Load() && batchEpoch(req) == 0
+		}})
+	var data bytes.Buffer
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(&data, "%s%04d\n", strings.Repeat("t", 95), i) // 10 KB: three batches
+	}
+	n, err := appendTo(filepath.Join(mp, "to/0/append"), data.Bytes())
+	t.Logf("write: %d of %d bytes, %v", n, data.Len(), err)
+	require.Greater(t, second.Load(), int32(0), "the write's second batch was met")
+	if err != nil {
+		// The rest may have been appended: the writer learns it.
+		require.ErrorIs(t, err, syscall.ETIMEDOUT)
+	}
+	// The batch that timed out was appended by its retries: every line
+	// is there, once.
+	vals := adv34pValues(t, c, "to", 100)
+	require.Len(t, vals, 100)
+	seen := map[string]int{}
+	for i, v := range vals {
+		seen[v]++
+		require.Equal(t, 1, seen[v], "record %d (%.12q…) appended twice", i, v[90:])
+	}
+}
+
+// batchEpoch is the producer epoch of the batch of a one-partition
+// produce request.
+func batchEpoch(req kmsg.Request) int16 {
+	for _, t := range req.(*kmsg.ProduceRequest).Topics {
+		for _, p := range t.Partitions {
+			if len(p.Records) >= 57 {
+				return int16(uint16(p.Records[51])<<8 | uint16(p.Records[52]))
+			}
+		}
+	}
+	return -1
+}

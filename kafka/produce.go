@@ -116,7 +116,10 @@ type batch struct {
 // max.message.bytes allows, and returns how many were acknowledged by
 // every in-sync replica (acks=all): all of them, or the first ones and no
 // error (a short write: the records after them were not appended), or
-// none and the error. Batches are uncompressed unless compression.type
+// none and the error. When the batch after the first ones failed but may
+// have been appended (ETIMEDOUT, or EIO after an attempt that got no
+// answer), it returns the first ones and that error: the rest must not be
+// sent again. Batches are uncompressed unless compression.type
 // says otherwise; timestamps of 0 get the wall clock. A record that alone
 // does not fit a batch fails with ErrRecordTooLarge (EFBIG), and so does
 // MESSAGE_TOO_LARGE from the broker. A batch not acknowledged within
@@ -198,6 +201,7 @@ func (c *Cluster) produceCut(ctx context.Context, p *part, recs []storage.Record
 	taken := 0
 	base = -1
 	var first error
+	var firstBatch *batch
 	for i, b := range batches {
 		if b.done == nil {
 			break // not sent
@@ -215,7 +219,7 @@ func (c *Cluster) produceCut(ctx context.Context, p *part, recs []storage.Record
 		}
 		if !ok {
 			if first == nil {
-				first = b.err
+				first, firstBatch = b.err, b
 			}
 			continue
 		}
@@ -232,6 +236,12 @@ func (c *Cluster) produceCut(ctx context.Context, p *part, recs []storage.Record
 		p.mu.Lock()
 		p.producedAt = time.Now()
 		p.mu.Unlock()
+		if firstBatch != nil && firstBatch.uncertain {
+			// The batch that failed may have been appended (no answer,
+			// or REQUEST_TIMED_OUT): a short write alone would have the
+			// writer send its records again, a second copy.
+			return taken, base, first, first
+		}
 		return taken, base, first, nil
 	}
 	if first == nil {

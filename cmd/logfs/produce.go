@@ -275,6 +275,11 @@ func (pr *producer) appendLines(b []byte) error {
 		} else {
 			off, err = pr.p.Append(recs)
 		}
+		if err != nil && n > 0 && n < len(recs) {
+			// A cluster took the first ones; the rest failed and may
+			// have been appended: not sent again.
+			return fmt.Errorf("append to %s: lines before %d went in; from line %d on: %w (not sent again)", pr.p, first+n, first+n, err)
+		}
 		if err != nil {
 			if errors.Is(err, storage.ErrRecordTooLarge) {
 				return fmt.Errorf("line %d: %w", first, err)
