@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -214,4 +215,26 @@ func TestAdv34pLimitRaisedOnTheCluster(t *testing.T) {
 	require.NoError(t, err, "a line of 10000 bytes under a limit of 1048588")
 	recs := consumeAll(t, c, "high", 0, 2)
 	require.Equal(t, line, string(recs[1].Value))
+}
+
+// Read your writes, every way: right after each append returns, its
+// record is at offset/N (N its offset, not ENOENT), info's log end offset
+// is past it, and offset/latest is past it.
+func TestAdv34pReadYourWritesEveryView(t *testing.T) {
+	c := fakeCluster(t, kfake.SeedTopics(1, "ryw"))
+	_, mp := mounted(t, c, kafka.Options{}, fs.Options{})
+	dir := filepath.Join(mp, "ryw/0")
+	for i := 0; i < 5; i++ {
+		_, err := appendTo(filepath.Join(dir, "append"), []byte(fmt.Sprintf("r%d\n", i)))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("r%d\n", i), readFile(t, filepath.Join(dir, "offset", fmt.Sprint(i))), "offset/%d", i)
+		var info struct {
+			LogEnd int64 `json:"log_end_offset"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "info"))), &info))
+		require.EqualValues(t, i+1, info.LogEnd, "info after append %d", i)
+		st, err := os.Stat(filepath.Join(dir, "offset/latest"))
+		require.NoError(t, err)
+		require.Equal(t, int64(0), st.Size(), "offset/latest is the end, past the record")
+	}
 }

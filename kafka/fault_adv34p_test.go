@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -211,4 +212,58 @@ func batchEpoch(req kmsg.Request) int16 {
 		}
 	}
 	return -1
+}
+
+// An ACL that denies writing the topic: the write fails with a
+// permission errno at once and nothing of it is produced.
+func TestAdv34pWriteDeniedByACL(t *testing.T) {
+	c := fakeCluster(t, kfake.SeedTopics(1, "acl"))
+	_, mp := mounted(t, c, kafka.Options{}, fs.Options{})
+	path := filepath.Join(mp, "acl/0/append")
+	_, err := appendTo(path, []byte("ok\n"))
+	require.NoError(t, err)
+	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "acl", Err: kerr.TopicAuthorizationFailed, Count: -1})
+	_, err = appendTo(path, []byte("denied-1\ndenied-2\n"))
+	require.True(t, errorsIsAny(err, syscall.EPERM, syscall.EACCES), "want a permission errno, got %v", err)
+	h.Remove()
+	_, err = appendTo(path, []byte("again\n"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"ok", "again"}, adv34pValues(t, c, "acl", 2))
+}
+
+// Writers to four partitions of a topic at once, each in writes of many
+// batches: each partition holds its writer's lines once, in order.
+func TestAdv34pConcurrentPartitions(t *testing.T) {
+	c := fakeCluster(t)
+	adm := kadm.NewClient(client(t, c))
+	max := "4096"
+	_, err := adm.CreateTopic(context.Background(), 4, 1, map[string]*string{"max.message.bytes": &max}, "mp")
+	require.NoError(t, err)
+	_, mp := mounted(t, c, kafka.Options{}, fs.Options{})
+	want := make([]string, 4)
+	errs := make(chan error, 4)
+	for p := 0; p < 4; p++ {
+		var data bytes.Buffer
+		for i := 0; i < 1000; i++ {
+			fmt.Fprintf(&data, "p%d-%04d-%s\n", p, i, strings.Repeat("c", 60))
+		}
+		want[p] = data.String()
+		go func() {
+			n, err := appendTo(filepath.Join(mp, "mp", fmt.Sprint(p), "append"), data.Bytes())
+			if err == nil && n != data.Len() {
+				err = fmt.Errorf("partition %d: %d of %d bytes", p, n, data.Len())
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		require.NoError(t, <-errs)
+	}
+	for p := 0; p < 4; p++ {
+		var got bytes.Buffer
+		for _, r := range consumeAll(t, c, "mp", int32(p), 1000) {
+			got.WriteString(string(r.Value) + "\n")
+		}
+		sameText(t, want[p], got.String())
+	}
 }
