@@ -202,11 +202,18 @@ func (c *Cluster) produceCut(ctx context.Context, p *part, recs []storage.Record
 	base = -1
 	var first error
 	var firstBatch *batch
-	for i, b := range batches {
+	// Every batch sent is answered for good before any is judged: a
+	// later batch's err is read below, and is nil until then.
+	for _, b := range batches {
 		if b.done == nil {
 			break // not sent
 		}
 		<-b.done
+	}
+	for i, b := range batches {
+		if b.done == nil {
+			break // not sent
+		}
 		ok := b.err == nil
 		if !ok {
 			// A later batch numbered in the same epoch that went in says
