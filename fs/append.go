@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"syscall"
@@ -158,6 +159,20 @@ func (h *appendHandle) config() storage.Config {
 	return cfg
 }
 
+// limitChanged asks a mounted cluster, before a line is refused as over
+// the topic's max.message.bytes the copy knows, whether it changed there
+// since (raised, or lowered: kafka.Cluster.ProduceAt learns that from the
+// broker too); cfg, limit and setting then hold the new one.
+func (h *appendHandle) limitChanged(ctx context.Context, cfg *storage.Config, limit *int64, setting *string) bool {
+	c := h.n.ps.f.c
+	if c == nil || !c.RefreshLimit(ctx, h.n.ps.p) {
+		return false
+	}
+	*cfg = h.config()
+	*limit, *setting = cfg.RecordLimit()
+	return true
+}
+
 // tooLong reports whether a line already n bytes long can no longer become
 // a record under limit, whatever follows. For values the line is the
 // value; a JSON line can encode a value in as little as a sixth of its
@@ -197,7 +212,7 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 	}
 	last := bytes.LastIndexByte(data, '\n')
 	if last < 0 {
-		if n := len(h.partial) + len(data); h.tooLong(n, limit) {
+		if n := len(h.partial) + len(data); h.tooLong(n, limit) && !(h.limitChanged(ctx, &cfg, &limit, &setting) && !h.tooLong(n, limit)) {
 			h.partial, h.dropping = nil, true
 			h.hold(0)
 			return 0, fmt.Errorf("%w: a line of more than %d bytes, over %s (%d)", storage.ErrRecordTooLarge, n, setting, limit)
@@ -227,6 +242,9 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 		firstLine = complete[:first]
 	}
 	n, bad, err := h.frame(firstLine, complete, first+1, &cfg)
+	if errors.Is(err, storage.ErrRecordTooLarge) && h.limitChanged(ctx, &cfg, &limit, &setting) {
+		n, bad, err = h.frame(firstLine, complete, first+1, &cfg)
+	}
 	if err != nil {
 		if bad == 0 && len(h.partial) > 0 {
 			// The bad line began in an earlier write: drop it all, and

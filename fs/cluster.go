@@ -46,6 +46,10 @@ type Cluster interface {
 	// may have been appended: they must not be sent again), or none and
 	// an error. A record file opened after it returns shows them.
 	Produce(ctx context.Context, p *storage.Partition, recs []storage.Record) (int, error)
+	// RefreshLimit reads the topic's max.message.bytes on the cluster
+	// again, into the copy's topic, before a line is refused as over the
+	// limit the copy knows, and reports whether it changed.
+	RefreshLimit(ctx context.Context, p *storage.Partition) bool
 }
 
 // The tree asks these, which go to the cluster when one is mounted and to

@@ -66,6 +66,7 @@ type part struct {
 	start, hw, lso record.Offset
 	knownAt        time.Time // when the request that said so was sent
 	producedAt     time.Time // when an append through the mount was last acknowledged
+	limitAsked     time.Time // when RefreshLimit last asked the cluster
 	fetchErr       error     // the last fetch's failure, until one succeeds
 	progress       chan struct{}
 }

@@ -158,6 +158,28 @@ func (c *Cluster) ProduceAt(ctx context.Context, cp *storage.Partition, recs []s
 	return n, base, err
 }
 
+// RefreshLimit reads the topic's max.message.bytes on the cluster again,
+// into the copy's topic, and reports whether it changed: the mount asks
+// before it refuses a line as over the limit the copy learned, which the
+// cluster may have raised since. It asks the cluster at most once a
+// second per partition; a line refused meanwhile is refused.
+func (c *Cluster) RefreshLimit(ctx context.Context, cp *storage.Partition) bool {
+	p, err := c.partOf(ctx, cp)
+	if err != nil {
+		return false
+	}
+	p.mu.Lock()
+	asked := time.Since(p.limitAsked) < time.Second
+	if !asked {
+		p.limitAsked = time.Now()
+	}
+	p.mu.Unlock()
+	if asked {
+		return false
+	}
+	return c.refreshLimit(ctx, p, cp, cp.Topic().Config().MaxMessageBytes)
+}
+
 // refreshLimit reads the cluster topic's max.message.bytes again after a
 // batch of at most limit bytes was refused as too large, and gives it to
 // the copy's topic, so that the mount's framing and batches follow it. It
