@@ -261,6 +261,15 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 		done, err = h.n.ps.appendValues(ctx, h.values[:n])
 	}
 	if err != nil && done == 0 {
+		if errors.Is(err, syscall.ETIMEDOUT) {
+			// A cluster did not acknowledge the records in time, and
+			// may have appended them all the same: the buffered start of
+			// the first line went with them. Keep no piece of it, and
+			// refuse these bytes if they come again, as after a short
+			// write that timed out.
+			h.clearPartial()
+			h.refused, h.whyNot = bytes.Clone(data), err
+		}
 		return 0, err
 	}
 	if done < n {

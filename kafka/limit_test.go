@@ -10,6 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/logfs/logfs/fs"
 	"github.com/logfs/logfs/kafka"
@@ -68,4 +71,30 @@ func appendLine(t *testing.T, path, line string) error {
 		werr = cerr
 	}
 	return werr
+}
+
+// A write that times out on the cluster (REQUEST_TIMED_OUT, and the
+// broker appended it) takes the buffered start of its first line with it:
+// the same bytes sent again are refused (no second copy), and the next
+// line is not joined to that start.
+func TestTimedOutWriteKeepsNoPartialLine(t *testing.T) {
+	c := fakeCluster(t, kfake.SeedTopics(1, "tp"))
+	props := kafka.Properties{"delivery.timeout.ms": "1500", "request.timeout.ms": "500", "retry.backoff.ms": "50"}
+	_, mp := mounted(t, c, kafka.Options{Properties: props}, fs.Options{})
+	f, err := os.OpenFile(filepath.Join(mp, "tp/0/append"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Write([]byte("first\npar"))
+	require.NoError(t, err)
+
+	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "tp", Err: kerr.RequestTimedOut, Count: -1})
+	_, err = f.Write([]byte("tial\n"))
+	require.ErrorIs(t, err, syscall.ETIMEDOUT)
+	h.Remove()
+	_, err = f.Write([]byte("tial\n"))
+	require.ErrorIs(t, err, syscall.ETIMEDOUT, "the same bytes again")
+	_, err = f.Write([]byte("next\n"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"first", "partial", "next"}, adv34pValues(t, c, "tp", 3))
+	require.Equal(t, "first\npartial\nnext\n", readFile(t, filepath.Join(mp, "tp/0/offset/0")))
 }
