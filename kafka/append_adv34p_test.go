@@ -28,6 +28,17 @@ func adv34pTopic(t *testing.T, adm *kadm.Client, topic, max string) {
 	require.NoError(t, err)
 }
 
+// adv34pSetLimit sets topic's max.message.bytes on the cluster, as
+// kafka-configs --alter does.
+func adv34pSetLimit(t *testing.T, adm *kadm.Client, topic, max string) {
+	t.Helper()
+	rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: &max}}, topic)
+	require.NoError(t, err)
+	for _, r := range rs {
+		require.NoError(t, r.Err)
+	}
+}
+
 // Programs each append one write(2) of many lines to the same
 // partition at once. README: the complete lines of one request are
 // appended "in the fewest batches that do, never interleaved with another
@@ -94,12 +105,7 @@ func TestAdv34pLimitLoweredOnTheCluster(t *testing.T) {
 	_, err := appendTo(path, []byte("first\n"))
 	require.NoError(t, err)
 
-	small := "4096"
-	rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: &small}}, "low")
-	require.NoError(t, err)
-	for _, r := range rs {
-		require.NoError(t, r.Err)
-	}
+	adv34pSetLimit(t, adm, "low", "4096")
 	var data bytes.Buffer
 	for i := 0; i < 400; i++ {
 		fmt.Fprintf(&data, "%s%d\n", strings.Repeat("q", 95), 1000+i) // 40 KB of 100-byte lines
@@ -204,12 +210,7 @@ func TestAdv34pLimitRaisedOnTheCluster(t *testing.T) {
 	_, err := appendTo(path, []byte("first\n"))
 	require.NoError(t, err)
 
-	big := "1048588"
-	rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: &big}}, "high")
-	require.NoError(t, err)
-	for _, r := range rs {
-		require.NoError(t, r.Err)
-	}
+	adv34pSetLimit(t, adm, "high", "1048588")
 	line := strings.Repeat("L", 10000)
 	_, err = appendTo(path, []byte(line+"\n"))
 	require.NoError(t, err, "a line of 10000 bytes under a limit of 1048588")

@@ -48,13 +48,7 @@ func copyTreeAdv33c(t *testing.T, from, to string) {
 func TestAdv33cRestartCopyAheadOfTruncatedCluster(t *testing.T) {
 	data := t.TempDir()
 	snap := t.TempDir()
-	const id = "adv33c-cluster"
-	start := func(dir string) *kfake.Cluster {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID(id), kfake.DataDir(dir))
-		require.NoError(t, err)
-		t.Cleanup(c.Close)
-		return c
-	}
+	start := (&restartable{t: t, id: "adv33c-cluster"}).start
 	c := start(data)
 	require.NoError(t, c.CreateTopic("tr", 1, nil))
 	cl := client(t, c)
@@ -98,22 +92,9 @@ func TestAdv33cRestartCopyAheadOfTruncatedCluster(t *testing.T) {
 func TestAdv33cLiveCopyAheadOfTruncatedCluster(t *testing.T) {
 	data := t.TempDir()
 	snap := t.TempDir()
-	const id = "adv33c-live"
-	var port int
-	start := func(dir string) *kfake.Cluster {
-		opts := []kfake.Opt{kfake.NumBrokers(1), kfake.ClusterID(id), kfake.DataDir(dir)}
-		if port != 0 {
-			opts = append(opts, kfake.Ports(port))
-		}
-		c, err := kfake.NewCluster(opts...)
-		require.NoError(t, err)
-		t.Cleanup(c.Close)
-		return c
-	}
+	start := (&restartable{t: t, id: "adv33c-live"}).start
 	c := start(data)
 	addr := c.ListenAddrs()[0]
-	require.True(t, strings.HasPrefix(addr, "127.0.0.1:"), addr)
-	port, _ = strconv.Atoi(strings.TrimPrefix(addr, "127.0.0.1:"))
 	require.NoError(t, c.CreateTopic("tr", 1, nil))
 	cl := client(t, c)
 	produce(t, cl, "tr", 0, values("a", 10)...)

@@ -58,13 +58,8 @@ func TestAdv34pInitProducerIDFaults(t *testing.T) {
 // may still have been appended). The next write on the same file goes in
 // once, after them.
 func TestAdv34pDeliveryTimeout(t *testing.T) {
-	c := fakeCluster(t, kfake.SeedTopics(1, "dto"))
-	props := kafka.Properties{"delivery.timeout.ms": "1500", "request.timeout.ms": "500", "retry.backoff.ms": "50"}
-	_, mp := mounted(t, c, kafka.Options{Properties: props}, fs.Options{})
-	f, err := os.OpenFile(filepath.Join(mp, "dto/0/append"), os.O_WRONLY|os.O_APPEND, 0)
-	require.NoError(t, err)
-	defer f.Close()
-	_, err = f.Write([]byte("first\n"))
+	c, mp, f := timeoutAppend(t, "dto")
+	_, err := f.Write([]byte("first\n"))
 	require.NoError(t, err)
 
 	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "dto", Err: kerr.NotEnoughReplicas, Count: -1})
@@ -81,6 +76,18 @@ func TestAdv34pDeliveryTimeout(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"first", "late", "second"}, adv34pValues(t, c, "dto", 3))
 	require.Equal(t, "first\nlate\nsecond\n", readFile(t, filepath.Join(mp, "dto/0/offset/0")))
+}
+
+// timeoutAppend mounts a cluster with a one-partition topic and short
+// delivery and request timeouts, and opens its append file.
+func timeoutAppend(t *testing.T, topic string) (*kfake.Cluster, string, *os.File) {
+	c := fakeCluster(t, kfake.SeedTopics(1, topic))
+	props := kafka.Properties{"delivery.timeout.ms": "1500", "request.timeout.ms": "500", "retry.backoff.ms": "50"}
+	_, mp := mounted(t, c, kafka.Options{Properties: props}, fs.Options{})
+	f, err := os.OpenFile(filepath.Join(mp, topic, "0/append"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	return c, mp, f
 }
 
 func errorsIsAny(err error, targets ...error) bool {

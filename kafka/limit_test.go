@@ -1,7 +1,6 @@
 package kafka_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,14 +29,7 @@ func TestLimitRaisedOnTheClusterLineInChunks(t *testing.T) {
 	_, mp := mounted(t, c, kafka.Options{}, fs.Options{})
 	require.NoError(t, appendLine(t, filepath.Join(mp, "chunks/0/append"), "first"))
 
-	setLimit := func(v string) {
-		rs, err := adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{{Name: "max.message.bytes", Value: &v}}, "chunks")
-		require.NoError(t, err)
-		for _, r := range rs {
-			require.NoError(t, r.Err)
-		}
-	}
-	setLimit("1048588")
+	adv34pSetLimit(t, adm, "chunks", "1048588")
 	long := strings.Repeat("x", 12000)
 	require.NoError(t, appendLine(t, filepath.Join(mp, "chunks/0/append"), long))
 	require.NoError(t, appendLine(t, filepath.Join(mp, "chunks/0/append.jsonl"), `{"value":"`+long+`"}`))
@@ -45,7 +37,7 @@ func TestLimitRaisedOnTheClusterLineInChunks(t *testing.T) {
 	require.Equal(t, long, string(recs[1].Value))
 	require.Equal(t, long, string(recs[2].Value))
 
-	setLimit("4096")
+	adv34pSetLimit(t, adm, "chunks", "4096")
 	err := appendLine(t, filepath.Join(mp, "chunks/0/append"), long)
 	require.ErrorIs(t, err, syscall.EFBIG)
 	require.NoError(t, appendLine(t, filepath.Join(mp, "chunks/0/append"), "last"))
@@ -78,13 +70,8 @@ func appendLine(t *testing.T, path, line string) error {
 // the same bytes sent again are refused (no second copy), and the next
 // line is not joined to that start.
 func TestTimedOutWriteKeepsNoPartialLine(t *testing.T) {
-	c := fakeCluster(t, kfake.SeedTopics(1, "tp"))
-	props := kafka.Properties{"delivery.timeout.ms": "1500", "request.timeout.ms": "500", "retry.backoff.ms": "50"}
-	_, mp := mounted(t, c, kafka.Options{Properties: props}, fs.Options{})
-	f, err := os.OpenFile(filepath.Join(mp, "tp/0/append"), os.O_WRONLY|os.O_APPEND, 0)
-	require.NoError(t, err)
-	defer f.Close()
-	_, err = f.Write([]byte("first\npar"))
+	c, mp, f := timeoutAppend(t, "tp")
+	_, err := f.Write([]byte("first\npar"))
 	require.NoError(t, err)
 
 	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "tp", Err: kerr.RequestTimedOut, Count: -1})

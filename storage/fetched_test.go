@@ -160,15 +160,23 @@ func TestFetchedCopyReopens(t *testing.T) {
 	require.Equal(t, "c-54\nc-55\n", viewString(t, p2, 54))
 }
 
-// A copy grows backwards: the prepended segments come before the first,
-// in one step, and a view opened before goes on undisturbed.
-func TestPrependFetched(t *testing.T) {
+// newCopy opens a log in a new folder with a topic "copy" of one
+// partition and 200-byte segments, for a follower's batches.
+func newCopy(t *testing.T) (string, *Log, *Partition) {
 	dir := t.TempDir()
 	l, err := Open(dir, Options{Logger: testLogger(t), RetentionCheckInterval: -1})
 	require.NoError(t, err)
 	topic, err := l.CreateTopic("copy", 1, small("segment.bytes=200"))
 	require.NoError(t, err)
-	p, _ := topic.Partition(0)
+	p, err := topic.Partition(0)
+	require.NoError(t, err)
+	return dir, l, p
+}
+
+// A copy grows backwards: the prepended segments come before the first,
+// in one step, and a view opened before goes on undisturbed.
+func TestPrependFetched(t *testing.T) {
+	dir, l, p := newCopy(t)
 	require.NoError(t, p.ResetFetched(11, [][]byte{leaderBatch(t, 10, 2, "p"), leaderBatch(t, 12, 2, "p")}))
 	v, err := p.NewView(Values, 12)
 	require.NoError(t, err)
@@ -212,12 +220,7 @@ func TestPrependFetched(t *testing.T) {
 // leader epoch a follower's fetch names (LastFetchedEpoch), across rolls
 // and a reopen, and nothing for an empty copy.
 func TestLastBatchOfCopy(t *testing.T) {
-	dir := t.TempDir()
-	l, err := Open(dir, Options{Logger: testLogger(t), RetentionCheckInterval: -1})
-	require.NoError(t, err)
-	topic, err := l.CreateTopic("copy", 1, small("segment.bytes=200"))
-	require.NoError(t, err)
-	p, _ := topic.Partition(0)
+	dir, l, p := newCopy(t)
 	_, ok, err := p.LastBatch()
 	require.NoError(t, err)
 	require.False(t, ok, "an empty copy has no last batch")

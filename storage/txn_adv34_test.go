@@ -217,9 +217,13 @@ func (w *oWriter) deleteRecords(off record.Offset) {
 	w.o.start = max(w.o.start, off)
 }
 
-// deleteOldest deletes the oldest segment; the log start moves to the
-// next one's base, which the broker knows.
-func (w *oWriter) deleteOldest() bool {
+// deleteOldest deletes the oldest segment while three or more are left;
+// the log start moves to the next one's base, which the broker knows.
+func (w *oWriter) deleteOldest() bool { return w.deleteOldestLeaving(2) }
+
+// deleteOldestLeaving deletes the oldest segment if more than keep are
+// left.
+func (w *oWriter) deleteOldestLeaving(keep int) bool {
 	names, err := w.p.Files()
 	require.NoError(w.t, err)
 	var bases []record.Offset
@@ -229,7 +233,7 @@ func (w *oWriter) deleteOldest() bool {
 		}
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
-	if len(bases) < 3 {
+	if len(bases) <= keep {
 		return false
 	}
 	require.NoError(w.t, w.p.DeleteOldest(true))
@@ -468,23 +472,7 @@ func TestAdv34LSONotBelowLogStart(t *testing.T) {
 }
 
 // deleteOldestAllowingTwo is deleteOldest down to a single segment.
-func (w *oWriter) deleteOldestAllowingTwo() bool {
-	names, err := w.p.Files()
-	require.NoError(w.t, err)
-	var bases []record.Offset
-	for _, n := range names {
-		if off, suffix, ok := layout.ParseSegmentFileName(n); ok && suffix == layout.LogSuffix {
-			bases = append(bases, off)
-		}
-	}
-	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
-	if len(bases) < 2 {
-		return false
-	}
-	require.NoError(w.t, w.p.DeleteOldest(true))
-	w.o.start = max(w.o.start, bases[1])
-	return true
-}
+func (w *oWriter) deleteOldestAllowingTwo() bool { return w.deleteOldestLeaving(1) }
 
 // TestAdv34DamagedTxnIndex: a .txnindex that is torn, truncated, out of
 // order, duplicated, of an unknown version, planted (a symlink to another
@@ -567,14 +555,21 @@ func TestAdv34DamagedTxnIndex(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, entries, 2*34)
 			f.apply(t, seg0, seg1, entries)
-			l, err := Open(dir, Options{ReadOnly: true, Logger: testLogger(t), RetentionCheckInterval: -1})
-			require.NoError(t, err)
-			defer l.Close()
-			p, err := l.Partition("tx", 0)
-			require.NoError(t, err)
-			checkAgainstOracle(t, p, w.o, rand.New(rand.NewSource(1)))
+			checkDirAgainstOracle(t, dir, true, w.o)
 		})
 	}
+}
+
+// checkDirAgainstOracle opens dir's log and checks partition tx-0 against
+// the oracle o.
+func checkDirAgainstOracle(t *testing.T, dir string, readOnly bool, o *oracle) {
+	t.Helper()
+	l, err := Open(dir, Options{ReadOnly: readOnly, Logger: testLogger(t), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	defer l.Close()
+	p, err := l.Partition("tx", 0)
+	require.NoError(t, err)
+	checkAgainstOracle(t, p, o, rand.New(rand.NewSource(1)))
 }
 
 // TestAdv34CrashAroundAbortMarker: a broker killed after appending an
@@ -618,12 +613,7 @@ func TestAdv34CrashAroundAbortMarker(t *testing.T) {
 			} else {
 				require.NoError(t, os.WriteFile(idx, entries[:34], 0o644))
 			}
-			l, err := Open(dir, Options{ReadOnly: c.readOnly, Logger: testLogger(t), RetentionCheckInterval: -1})
-			require.NoError(t, err)
-			defer l.Close()
-			p, err := l.Partition("tx", 0)
-			require.NoError(t, err)
-			checkAgainstOracle(t, p, w.o, rand.New(rand.NewSource(1)))
+			checkDirAgainstOracle(t, dir, c.readOnly, w.o)
 		})
 	}
 }
