@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -180,7 +181,16 @@ func consumeOnce(out io.Writer, stderr io.Writer, c consumeArgs, next record.Off
 	if err != nil {
 		return 0, err
 	}
-	l, err := openLog(c.dir, storage.Options{ReadOnly: true, Isolation: iso, Logger: newLogger(stderr, slog.LevelError, c.debug, false)})
+	o := storage.Options{ReadOnly: true, Isolation: iso, Logger: newLogger(stderr, slog.LevelError, c.debug, false)}
+	l, err := openLog(c.dir, o)
+	for try := 1; err != nil && errors.Is(err, fs.ErrNotExist) && try <= 20; try++ {
+		// A writer beside us (a mount's retention, a topic deletion)
+		// removed files between the open's listing of a folder and its
+		// reading of them: list again. A data directory that is missing
+		// is not this (checkDataDirExists).
+		time.Sleep(time.Duration(try) * 5 * time.Millisecond)
+		l, err = openLog(c.dir, o)
+	}
 	if err != nil {
 		return 0, err
 	}
