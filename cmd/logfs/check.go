@@ -48,7 +48,7 @@ repaired directory does), 1 otherwise.`,
 			// What recovery finds is part of the report: its log goes to
 			// stdout with the findings.
 			opts := storage.Options{ReadOnly: !repair, ForceRecovery: repair, Logger: newLogger(cmd.OutOrStdout(), slog.LevelWarn, debug, false)}
-			l, err := openLog(dir, opts)
+			l, err := openExistingLog(dir, opts)
 			if err != nil {
 				return err
 			}

@@ -89,6 +89,17 @@ func openLog(dir string, o storage.Options) (*storage.Log, error) {
 	return l, nil
 }
 
+// openExistingLog opens dir for writing when it is already there: for
+// commands that need something in it (a topic to produce to or delete, a
+// log to repair), which would otherwise create a data directory on a
+// mistyped --data and then fail.
+func openExistingLog(dir string, o storage.Options) (*storage.Log, error) {
+	if err := checkDataDirExists(dir); err != nil {
+		return nil, err
+	}
+	return openLog(dir, o)
+}
+
 // checkDataDirExists fails unless dir is a directory: a read-only open
 // needs one.
 func checkDataDirExists(dir string) error {

@@ -79,7 +79,7 @@ it stays.`,
 				}
 				send = func(recs []storage.Record) (int, record.Offset, error) { return kc.ProduceAt(cmd.Context(), p, recs) }
 			} else {
-				if l, err = openLog(dir, storage.Options{Logger: logger}); err != nil {
+				if l, err = openExistingLog(dir, storage.Options{Logger: logger}); err != nil {
 					return err
 				}
 				p, err = findPartition(l, topic, id)

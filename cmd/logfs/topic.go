@@ -200,7 +200,7 @@ partitions is all or nothing in the same way.`,
 			if err := checkTopic(name); err != nil {
 				return err
 			}
-			l, err := openLog(dir, storage.Options{Logger: newLogger(cmd.ErrOrStderr(), slog.LevelWarn, false, false)})
+			l, err := openExistingLog(dir, storage.Options{Logger: newLogger(cmd.ErrOrStderr(), slog.LevelWarn, false, false)})
 			if err != nil {
 				return err
 			}
