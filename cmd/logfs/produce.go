@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -92,6 +93,11 @@ it stays.`,
 				sum, err = produce(ctx, &meterReader{r: in, m: m}, p, f, m, send)
 				m.finish()
 				stop()
+				if err != nil && sum.records > 0 {
+					// The summary is not printed on a failure: the error
+					// says what went in before it, to go on from there.
+					err = fmt.Errorf("%w; before that, %s", err, strings.TrimPrefix(sum.String(p), "logfs produce: "))
+				}
 			}
 			if err = closeLog(l, err); err != nil {
 				return err

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,4 +27,39 @@ func TestProduceJSONLEscapedLineLongerThanLimitAdv34c(t *testing.T) {
 	recs := readAll(t, filepath.Join(dir, "logfs-data"), "dst", 0)
 	require.Len(t, recs, 1)
 	require.Equal(t, strings.Repeat("\x00", 300), string(recs[0].Value))
+}
+
+// When produce fails after earlier reads went in (a bad line in a later
+// read of stdin, a full disk), its one error line says what did go in, so
+// that the user knows where to go on from: the summary it prints on
+// success is not printed then.
+func TestProduceFailureSaysWhatWentInAdv34c(t *testing.T) {
+	dir := t.TempDir()
+	ok(t, dir, "", "topic", "create", "orders")
+	// A regular file as stdin: each read takes 1 MiB (produceChunk), so
+	// the good lines before the bad one make at least one batch of their
+	// own.
+	var in strings.Builder
+	n := 0
+	for in.Len() <= produceChunk {
+		in.WriteString(`{"value":"a line of the first read"}` + "\n")
+		n++
+	}
+	in.WriteString("not json\n")
+	path := filepath.Join(dir, "in.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(in.String()), 0o600))
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	cmd := exec.Command(logfsBin, "produce", "--format", "jsonl", "orders")
+	cmd.Dir, cmd.Stdin = dir, f
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	r := result{stderr: "", code: exitCode(t, cmd.Run())}
+	r.stderr = stderr.String()
+	requireOneLineError(t, r, exitFailure, fmt.Sprintf("line %d", n+1))
+	got := len(readAll(t, filepath.Join(dir, "logfs-data"), "orders", 0))
+	require.Positive(t, got)
+	require.Contains(t, r.stderr, fmt.Sprintf("appended %d records", got), "the error says what went in")
+	require.Contains(t, r.stderr, fmt.Sprintf("offsets 0 to %d", got-1))
 }
