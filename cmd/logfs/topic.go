@@ -108,9 +108,12 @@ func newTopicList() *cobra.Command {
 				return err
 			}
 			for _, name := range l.Topics() {
-				fmt.Fprintln(cmd.OutOrStdout(), name)
+				if _, err = fmt.Fprintln(cmd.OutOrStdout(), name); err != nil {
+					err = fmt.Errorf("write: %w", err)
+					break
+				}
 			}
-			return closeLog(l, nil)
+			return closeLog(l, err)
 		},
 	}
 	addDataFlag(cmd, &dir)
