@@ -66,6 +66,9 @@ func openLog(dir string, o storage.Options) (*storage.Log, error) {
 		if err := checkDataDirExists(dir); err != nil {
 			return nil, err
 		}
+		if err := checkIsDataDir(dir); err != nil {
+			return nil, err
+		}
 	}
 	if o.RecoveryProgress == nil {
 		o.RecoveryProgress = recoveryProgress(progressOut)

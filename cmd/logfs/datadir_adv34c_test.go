@@ -28,3 +28,28 @@ func TestWritersNeedingADataDirCreateNoneAdv34c(t *testing.T) {
 		require.ErrorIs(t, err, os.ErrNotExist, "%v created its --data", tc)
 	}
 }
+
+// The commands that only read refuse a --data that holds something but
+// nothing of a data directory (another program's folder, /etc), as the
+// writers do, in one line: before, topic list listed nothing with status
+// 0, after a warning for each symbolic link there ("remove it if it is not
+// yours"), and consume said only that there was no such topic.
+func TestReadersRefuseAnotherProgramsDirectoryAdv34c(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other")
+	require.NoError(t, os.MkdirAll(filepath.Join(other, "backup-2024"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(other, "notes.txt"), []byte("mine\n"), 0o644))
+	require.NoError(t, os.Symlink("/etc", filepath.Join(other, "etc")))
+	for _, tc := range [][]string{
+		{"topic", "list", "--data", "other"},
+		{"topic", "describe", "--data", "other", "backup"},
+		{"consume", "--data", "other", "--offset", "earliest", "backup", "2024"},
+		{"check", "--data", "other"},
+	} {
+		r := fails(t, dir, exitFailure, "not a data directory", tc...)
+		require.Empty(t, r.stdout, "%v", tc)
+	}
+	// An empty folder is still an empty data directory to a reader.
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "empty"), 0o755))
+	require.Empty(t, ok(t, dir, "", "topic", "list", "--data", "empty"))
+}
