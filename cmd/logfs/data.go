@@ -56,8 +56,8 @@ func newLogger(w io.Writer, level slog.Level, debug, withTime bool) *slog.Logger
 // directory to exist. A writable open creates it and fails while another
 // process has it open for writing.
 func openLog(dir string, o storage.Options) (*storage.Log, error) {
-	if mp, source, ok := mountfs.InsideMount(dir); ok {
-		return nil, fmt.Errorf("data directory %s is inside the logfs mount at %s (of %s): give a directory outside any mount, such as the one that mount serves", dir, mp, strings.TrimPrefix(source, "logfs:"))
+	if err := checkOutsideMount(dir); err != nil {
+		return nil, err
 	}
 	if err := checkNotAboveDataDir(dir); err != nil {
 		return nil, err
@@ -97,10 +97,21 @@ func openLog(dir string, o storage.Options) (*storage.Log, error) {
 // log to repair), which would otherwise create a data directory on a
 // mistyped --data and then fail.
 func openExistingLog(dir string, o storage.Options) (*storage.Log, error) {
+	if err := checkOutsideMount(dir); err != nil {
+		return nil, err // what is wrong, rather than that it is not there
+	}
 	if err := checkDataDirExists(dir); err != nil {
 		return nil, err
 	}
 	return openLog(dir, o)
+}
+
+// checkOutsideMount refuses a data directory inside a logfs mount.
+func checkOutsideMount(dir string) error {
+	if mp, source, ok := mountfs.InsideMount(dir); ok {
+		return fmt.Errorf("data directory %s is inside the logfs mount at %s (of %s): give a directory outside any mount, such as the one that mount serves", dir, mp, strings.TrimPrefix(source, "logfs:"))
+	}
+	return nil
 }
 
 // checkDataDirExists fails unless dir is a directory: a read-only open
