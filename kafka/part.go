@@ -341,16 +341,21 @@ func (c *Cluster) Hold(ctx context.Context, cp *storage.Partition, from record.O
 // may have given their numbers to other records since. Such a copy starts
 // again where the cluster's log is, as after OFFSET_OUT_OF_RANGE; before,
 // its records were served until a fetch found out. start and end are what
-// Offsets said, from a ListOffsets: no fetch has answered yet.
+// Offsets said, from a ListOffsets: no fetch has answered yet. A copy that
+// ends where the cluster's log does is asked about by the leader epoch of
+// its last batch (keptDiverged): a log cut and grown back to the copy's
+// end has other records there, and only the epochs tell. (A copy that
+// ends before is found out by the first fetch, which an open waits for.)
 func (c *Cluster) checkKeptCopy(ctx context.Context, p *part, start, end record.Offset) {
 	p.mu.Lock()
-	skip := p.endChecked || p.fetchAt >= 0 || p.cp.EndOffset() <= end
+	skip := p.endChecked || p.fetchAt >= 0 || p.resetAt != nil
 	p.mu.Unlock()
 	if skip {
 		return
 	}
+	ce := p.cp.EndOffset()
 	logEnd := end
-	if c.s.isolation == ReadCommitted {
+	if ce > end && c.s.isolation == ReadCommitted {
 		// end is the last stable offset, which a copy may pass (records
 		// of transactions still open): compare with the log end.
 		lctx, cancel := context.WithTimeoutCause(ctx, c.offsetsTimeout(), ErrTimeout)
@@ -361,17 +366,64 @@ func (c *Cluster) checkKeptCopy(ctx context.Context, p *part, start, end record.
 		}
 		logEnd = off
 	}
+	at, cut := max(start, min(p.cp.StartOffset(), end)), ce > logEnd
+	if !cut && ce >= end && ce > p.cp.StartOffset() {
+		// The copy holds all an open waits for, so no fetch (which names
+		// the epoch) would come before its records are read.
+		epochEnd, diverged, ok := c.keptDiverged(ctx, p, ce)
+		if !ok {
+			return // asked again by the next open, until a fetch answers
+		}
+		cut, at = diverged, max(start, min(p.cp.StartOffset(), epochEnd))
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.endChecked = true
-	ce := p.cp.EndOffset()
-	if p.fetchAt >= 0 || p.resetAt != nil || ce <= logEnd {
+	if p.fetchAt >= 0 || p.resetAt != nil || p.cp.EndOffset() != ce || !cut {
 		return
 	}
-	at := max(start, min(p.cp.StartOffset(), end))
 	p.resetAt, p.gen = &at, p.gen+1
-	c.logger.Warn("kafka: the cluster's log ends before the copy kept from the last mount; fetching the copy again",
+	c.logger.Warn("kafka: the cluster's log does not hold the end of the copy kept from the last mount; fetching the copy again",
 		"partition", p.String(), "copy_end", ce, "cluster_end", logEnd)
+}
+
+// keptDiverged asks the leader where the leader epoch of the kept copy's
+// last batch (which ends at ce) ends in the cluster's log, as a Kafka
+// consumer validates its position (OffsetForLeaderEpoch, KIP-320): the
+// copy diverged when that epoch is not in the log (a lower one is named)
+// or ends before ce. ok is false when there is no answer to go by: an
+// unknown epoch, a broker too old, the cluster out of reach.
+func (c *Cluster) keptDiverged(ctx context.Context, p *part, ce record.Offset) (epochEnd record.Offset, diverged, ok bool) {
+	h, found, err := p.cp.LastBatch()
+	if err != nil || !found || h.NextOffset() != ce || h.PartitionLeaderEpoch < 0 {
+		return 0, false, err == nil && !found
+	}
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = -1
+	t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	t.Topic = p.topic
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	p.mu.Lock()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = p.id, p.epoch, h.PartitionLeaderEpoch
+	p.mu.Unlock()
+	t.Partitions = append(t.Partitions, rp)
+	req.Topics = append(req.Topics, t)
+	lctx, cancel := context.WithTimeoutCause(ctx, c.offsetsTimeout(), ErrTimeout)
+	defer cancel()
+	resp, err := req.RequestWith(lctx, c.cl)
+	if err != nil {
+		return 0, false, false
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rt.Topic != p.topic || rp.Partition != p.id || rp.ErrorCode != 0 || rp.LeaderEpoch < 0 || rp.EndOffset < 0 {
+				continue
+			}
+			d := rp.LeaderEpoch < h.PartitionLeaderEpoch || record.Offset(rp.EndOffset) < ce
+			return record.Offset(rp.EndOffset), d, true
+		}
+	}
+	return 0, false, false
 }
 
 // planLocked decides where the copy must go for a reader from `from`:
