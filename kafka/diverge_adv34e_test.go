@@ -1,10 +1,15 @@
 package kafka_test
 
 import (
+	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The cluster's log was cut to 10 while logfs was down and grew back to
@@ -36,4 +41,64 @@ func TestDivergedCopySameEndAfterRestartAdv34e(t *testing.T) {
 	require.Equal(t, lines("c", 0, 10), readFile(t, filepath.Join(m.mp, "rg/0/offset/10")))
 	require.Equal(t, lines("a", 0, 10)+lines("c", 0, 10), readFile(t, filepath.Join(m.mp, "rg/0/offset/0")))
 	m.stop(t)
+}
+
+// A read_committed copy whose last batch is an ABORT marker (the aborted
+// batches before it are left out), kept across a clean leader change and
+// a restart, then followed across another clean leader change with an
+// aborted transaction at the end again: every check of the copy's end
+// (the leader's OffsetForLeaderEpoch, fetches answered as Kafka does from
+// the epochs the cluster stamped) finds it whole, and the copy is never
+// fetched again.
+func TestReadCommittedCleanLeaderChangesKeepCopyAdv34e(t *testing.T) {
+	c := fakeCluster(t, kfake.SeedTopics(1, "rc"))
+	txn := client(t, c, kgo.TransactionalID("adv34e-rc"))
+	plain := client(t, c)
+	produce(t, plain, "rc", 0, "p0", "p1")
+	transact(t, txn, "rc", false, "x0", "x1")
+	copyDir := t.TempDir()
+	mp, done := mountAdv33c(t, c, copyDir, nil)
+	require.Equal(t, "p0\np1\n", readFile(t, filepath.Join(mp, "rc/0/offset/0")))
+	done()
+	seg := filepath.Join(copyDir, "rc-0", "00000000000000000000.log")
+	before, err := os.Stat(seg)
+	require.NoError(t, err)
+
+	epochs := []epochStart{{c.PartitionInfo("rc", 0).Epoch, 0}}
+	move := func() {
+		hw := c.PartitionInfo("rc", 0).HighWatermark
+		require.NoError(t, c.MoveTopicPartition("rc", 0, c.LeaderFor("rc", 0)))
+		epochs = append(epochs, epochStart{c.PartitionInfo("rc", 0).Epoch, hw})
+	}
+	move()
+	answers := []*epochAnswers{divergeAsKafka(c, "rc", epochs)}
+	mp, done = mountAdv33c(t, c, copyDir, nil)
+	defer done()
+	require.Equal(t, "p0\np1\n", readFile(t, filepath.Join(mp, "rc/0/offset/0")))
+
+	produce(t, plain, "rc", 0, "p2")
+	transact(t, txn, "rc", false, "y0")
+	move()
+	answers = append(answers, divergeAsKafka(c, "rc", epochs))
+	produce(t, plain, "rc", 0, "p3")
+	want := "p0\np1\np2\np3\n"
+	deadline := time.Now().Add(8 * time.Second)
+	for {
+		got, err := os.ReadFile(filepath.Join(mp, "rc/0/offset/0"))
+		if err == nil && string(got) == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offset/0: %q, %v", got, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	done()
+	after, err := os.Stat(seg)
+	require.NoError(t, err, "the copy's first segment was replaced")
+	require.Equal(t, before.Sys().(*syscall.Stat_t).Ino, after.Sys().(*syscall.Stat_t).Ino, "the copy was fetched again")
+	for _, a := range answers {
+		require.Positive(t, a.asked.Load(), "no fetch named the copy's epoch")
+		require.Zero(t, a.diverged.Load())
+	}
 }
