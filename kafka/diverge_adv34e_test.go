@@ -3,13 +3,19 @@ package kafka_test
 import (
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/logfs/logfs/fs"
+	"github.com/logfs/logfs/kafka"
 )
 
 // The cluster's log was cut to 10 while logfs was down and grew back to
@@ -100,5 +106,71 @@ func TestReadCommittedCleanLeaderChangesKeepCopyAdv34e(t *testing.T) {
 	for _, a := range answers {
 		require.Positive(t, a.asked.Load(), "no fetch named the copy's epoch")
 		require.Zero(t, a.diverged.Load())
+	}
+}
+
+// While mounted, the cluster's log is cut to 10 and grows to 15 under a
+// new leader epoch; before any fetch reaches the new leader (its fetches
+// fail for now), a file is opened at 12. The cluster said its log ends at
+// 15, below the copy's end: the copy's 10..19 may not be the cluster's,
+// and the open must not be answered with the lost records (b2..b4).
+func TestDivergedLiveOpenBeforeFetchAdv34e(t *testing.T) {
+	r := &restartable{t: t, id: "diverge-open-first"}
+	data, snap, e0 := twoHistories(t, r)
+	c := r.start(data)
+	props := kafka.Properties{"request.timeout.ms": "500", "default.api.timeout.ms": "3000", "metadata.max.age.ms": "300", "fetch.max.wait.ms": "100"}
+	_, mp := mounted(t, c, kafka.Options{Brokers: c.ListenAddrs(), Properties: props}, fs.Options{})
+	require.Equal(t, lines("a", 0, 10)+lines("b", 0, 10), readFile(t, filepath.Join(mp, "rg/0/offset/0")))
+	c.Close()
+
+	c = r.start(snap)
+	require.NoError(t, c.MoveTopicPartition("rg", 0, c.LeaderFor("rg", 0)))
+	e1 := c.PartitionInfo("rg", 0).Epoch
+	require.Greater(t, e1, e0)
+	var blocked atomic.Bool
+	blocked.Store(true)
+	c.ControlKey(kmsg.Fetch.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !blocked.Load() {
+			return nil, nil, false
+		}
+		req := kreq.(*kmsg.FetchRequest)
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.Version = req.Version
+		for _, rt := range req.Topics {
+			t := kmsg.NewFetchResponseTopic()
+			t.Topic, t.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				p := kmsg.NewFetchResponseTopicPartition()
+				p.Partition, p.ErrorCode = rp.Partition, kerr.ReplicaNotAvailable.Code
+				t.Partitions = append(t.Partitions, p)
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
+		return resp, nil, true
+	})
+	divergeAsKafka(c, "rg", []epochStart{{e0, 0}, {e1, 10}})
+	cl := client(t, c)
+	produce(t, cl, "rg", 0, values("c", 5)...) // offsets 10..14, epoch e1
+	cl.Close()
+
+	// Past the second in which an open is answered from the last fetch.
+	time.Sleep(1500 * time.Millisecond)
+	got, err := os.ReadFile(filepath.Join(mp, "rg/0/offset/12"))
+	if err == nil {
+		require.Equal(t, lines("c", 2, 5), string(got), "offset/12 before any fetch reached the new leader")
+	}
+	blocked.Store(false)
+	want := lines("a", 0, 10) + lines("c", 0, 5)
+	deadline := time.Now().Add(8 * time.Second)
+	for {
+		got, err := os.ReadFile(filepath.Join(mp, "rg/0/offset/0"))
+		if err == nil && string(got) == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offset/0 never showed the cluster's log: %q, %v", got, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -314,6 +314,7 @@ func (c *Cluster) Hold(ctx context.Context, cp *storage.Partition, from record.O
 		return nil, fmt.Errorf("%s offset %d (the cluster holds %d to %d): %w", p, from, start, end, storage.ErrOffsetOutOfRange)
 	}
 	c.checkKeptCopy(ctx, p, start, end)
+	c.checkLiveCopy(ctx, p, start, end)
 	h := &hold{from: from}
 	p.mu.Lock()
 	p.holds[h] = struct{}{}
@@ -388,24 +389,31 @@ func (c *Cluster) checkKeptCopy(ctx context.Context, p *part, start, end record.
 }
 
 // keptDiverged asks the leader where the leader epoch of the kept copy's
-// last batch (which ends at ce) ends in the cluster's log, as a Kafka
-// consumer validates its position (OffsetForLeaderEpoch, KIP-320): the
-// copy diverged when that epoch is not in the log (a lower one is named)
-// or ends before ce. ok is false when there is no answer to go by: an
-// unknown epoch, a broker too old, the cluster out of reach.
+// last batch (which ends at ce) ends in the cluster's log (epochEnd). ok
+// is false when there is no answer to go by.
 func (c *Cluster) keptDiverged(ctx context.Context, p *part, ce record.Offset) (epochEnd record.Offset, diverged, ok bool) {
 	h, found, err := p.cp.LastBatch()
 	if err != nil || !found || h.NextOffset() != ce || h.PartitionLeaderEpoch < 0 {
 		return 0, false, err == nil && !found
 	}
+	return c.epochEnd(ctx, p, h.PartitionLeaderEpoch, ce)
+}
+
+// epochEnd asks the leader where leader epoch `epoch`, that of the batch
+// of the copy that ends at ce, ends in the cluster's log, as a Kafka
+// consumer validates its position (OffsetForLeaderEpoch, KIP-320): the
+// copy diverged when that epoch is not in the log (a lower one is named)
+// or ends before ce. ok is false when there is no answer to go by: an
+// unknown epoch, a broker too old, the cluster out of reach. The request
+// names no current leader epoch: the metadata may not have caught up with
+// the leader change that cut the log.
+func (c *Cluster) epochEnd(ctx context.Context, p *part, epoch int32, ce record.Offset) (end record.Offset, diverged, ok bool) {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.ReplicaID = -1
 	t := kmsg.NewOffsetForLeaderEpochRequestTopic()
 	t.Topic = p.topic
 	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-	p.mu.Lock()
-	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = p.id, p.epoch, h.PartitionLeaderEpoch
-	p.mu.Unlock()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = p.id, -1, epoch
 	t.Partitions = append(t.Partitions, rp)
 	req.Topics = append(req.Topics, t)
 	lctx, cancel := context.WithTimeoutCause(ctx, c.offsetsTimeout(), ErrTimeout)
@@ -419,11 +427,41 @@ func (c *Cluster) keptDiverged(ctx context.Context, p *part, ce record.Offset) (
 			if rt.Topic != p.topic || rp.Partition != p.id || rp.ErrorCode != 0 || rp.LeaderEpoch < 0 || rp.EndOffset < 0 {
 				continue
 			}
-			d := rp.LeaderEpoch < h.PartitionLeaderEpoch || record.Offset(rp.EndOffset) < ce
-			return record.Offset(rp.EndOffset), d, true
+			return record.Offset(rp.EndOffset), rp.LeaderEpoch < epoch || record.Offset(rp.EndOffset) < ce, true
 		}
 	}
 	return 0, false, false
+}
+
+// checkLiveCopy makes sure that a copy fetched since the mount, which the
+// cluster's log end (end, from the ListOffsets of an open) is now below,
+// still has the cluster's records before an open is answered from it: a
+// log cut by an unclean leader election (and maybe grown since with other
+// records) is otherwise served until the next fetch reaches the new leader
+// and is told of a diverging epoch. A log end below the copy's is also what
+// a new leader's high watermark, not yet caught up, says: the epoch of the
+// copy's last batch tells the two apart.
+func (c *Cluster) checkLiveCopy(ctx context.Context, p *part, start, end record.Offset) {
+	p.mu.Lock()
+	gen, epoch, last := p.gen, p.lastEpoch, p.lastEnd
+	check := p.resetAt == nil && p.fetchAt >= 0 && last >= 0 && epoch >= 0 && last == p.coveredLocked() && last > end
+	p.mu.Unlock()
+	if !check {
+		return
+	}
+	epochEnd, diverged, ok := c.epochEnd(ctx, p, epoch, last)
+	if !ok || !diverged {
+		return
+	}
+	at := max(start, min(p.cp.StartOffset(), epochEnd))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gen != gen || p.resetAt != nil || p.lastEnd != last {
+		return // the copy changed since: the fetcher knows better
+	}
+	p.resetAt, p.gen, p.lastEnd = &at, p.gen+1, -1
+	c.logger.Warn("kafka: the cluster's log lost the end of the copy (its leader epoch ends before it); fetching the copy again",
+		"partition", p.String(), "copy_end", last, "epoch", epoch, "cluster_epoch_end", epochEnd)
 }
 
 // planLocked decides where the copy must go for a reader from `from`:
