@@ -49,7 +49,11 @@
 // Kafka follower and consumer do), so that a leader whose log was cut there
 // by an unclean election, and may have grown past it since, answers with
 // a diverging epoch: the copy is fetched again, as after a cut (see
-// part.diverged). A fetch response's log
+// part.diverged). An open that the copy would answer before any fetch
+// names the epoch (a kept copy that ends where the cluster's log does, a
+// copy the cluster's log end is now below) first asks the leader where
+// that epoch ends (OffsetForLeaderEpoch: checkKeptCopy, checkLiveCopy).
+// A fetch response's log
 // start offset moves the copy's (DeleteRecords, retention: AdvanceStart),
 // so records deleted on the cluster behave like local retention.
 //
