@@ -142,7 +142,11 @@ func (p *part) keptEpoch(end record.Offset) int32 {
 		return -1 // no check: a bad copy is found by its reads
 	}
 	p.mu.Lock()
-	p.lastEpoch, p.lastEnd = h.PartitionLeaderEpoch, end
+	if p.fetchAt < 0 && p.lastEnd < 0 {
+		// Not if a fetch was applied meanwhile (another fetcher, the
+		// leader having moved): what it noted is newer.
+		p.lastEpoch, p.lastEnd = h.PartitionLeaderEpoch, end
+	}
 	p.mu.Unlock()
 	return h.PartitionLeaderEpoch
 }
