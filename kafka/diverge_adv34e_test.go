@@ -26,14 +26,9 @@ import (
 func TestDivergedCopySameEndAfterRestartAdv34e(t *testing.T) {
 	r := &restartable{t: t, id: "diverge-same-end"}
 	data, snap, e0 := twoHistories(t, r)
-	c := r.start(data)
-	copyDir := t.TempDir()
-	m := startMountProc(t, c, copyDir, filepath.Join(t.TempDir(), "mnt"))
-	require.Equal(t, lines("a", 0, 10)+lines("b", 0, 10), readFile(t, filepath.Join(m.mp, "rg/0/offset/0")))
-	m.stop(t)
-	c.Close()
+	copyDir := copyAndStop(t, r, data)
 
-	c = r.start(snap)
+	c := r.start(snap)
 	require.EqualValues(t, 10, c.PartitionInfo("rg", 0).HighWatermark)
 	require.NoError(t, c.MoveTopicPartition("rg", 0, c.LeaderFor("rg", 0)))
 	e1 := c.PartitionInfo("rg", 0).Epoch
@@ -43,7 +38,7 @@ func TestDivergedCopySameEndAfterRestartAdv34e(t *testing.T) {
 	produce(t, cl, "rg", 0, values("c", 10)...) // offsets 10..19, epoch e1
 	cl.Close()
 
-	m = startMountProc(t, c, copyDir, filepath.Join(t.TempDir(), "mnt"))
+	m := startMountProc(t, c, copyDir, filepath.Join(t.TempDir(), "mnt"))
 	require.Equal(t, lines("c", 0, 10), readFile(t, filepath.Join(m.mp, "rg/0/offset/10")))
 	require.Equal(t, lines("a", 0, 10)+lines("c", 0, 10), readFile(t, filepath.Join(m.mp, "rg/0/offset/0")))
 	m.stop(t)

@@ -133,6 +133,19 @@ func twoHistories(t *testing.T, r *restartable) (data, snap string, e0 int32) {
 	return data, snap, e0
 }
 
+// copyAndStop starts the cluster of data and a mount process that copies
+// rg/0 whole (a0..a9 b0..b9), then stops both; it returns the copy's
+// directory.
+func copyAndStop(t *testing.T, r *restartable, data string) string {
+	c := r.start(data)
+	copyDir := t.TempDir()
+	m := startMountProc(t, c, copyDir, filepath.Join(t.TempDir(), "mnt"))
+	require.Equal(t, lines("a", 0, 10)+lines("b", 0, 10), readFile(t, filepath.Join(m.mp, "rg/0/offset/0")))
+	m.stop(t)
+	c.Close()
+	return copyDir
+}
+
 // electAndGrow starts the snapshot's cluster as the new leader (a new
 // epoch from offset 10, as after an unclean election) and writes n other
 // records there. It returns the cluster and its epochs.
@@ -160,15 +173,10 @@ func electAndGrow(t *testing.T, r *restartable, snap string, e0 int32, n int) (*
 func TestDivergedCopyAfterRestart(t *testing.T) {
 	r := &restartable{t: t, id: "diverge-restart"}
 	data, snap, e0 := twoHistories(t, r)
-	c := r.start(data)
-	copyDir := t.TempDir()
-	m := startMountProc(t, c, copyDir, filepath.Join(t.TempDir(), "mnt"))
-	require.Equal(t, lines("a", 0, 10)+lines("b", 0, 10), readFile(t, filepath.Join(m.mp, "rg/0/offset/0")))
-	m.stop(t)
-	c.Close()
+	copyDir := copyAndStop(t, r, data)
 
 	c, _, diverged := electAndGrow(t, r, snap, e0, 15)
-	m = startMountProc(t, c, copyDir, filepath.Join(t.TempDir(), "mnt"))
+	m := startMountProc(t, c, copyDir, filepath.Join(t.TempDir(), "mnt"))
 	require.Equal(t, lines("a", 0, 10)+lines("c", 0, 15), readFile(t, filepath.Join(m.mp, "rg/0/offset/0")))
 	require.Equal(t, lines("c", 10, 15), readFile(t, filepath.Join(m.mp, "rg/0/offset/20")))
 	require.Equal(t, lines("c", 0, 15), readFile(t, filepath.Join(m.mp, "rg/0/offset/10")))
