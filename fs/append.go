@@ -212,7 +212,7 @@ func (h *appendHandle) write(ctx context.Context, data []byte) (int, error) {
 	}
 	last := bytes.LastIndexByte(data, '\n')
 	if last < 0 {
-		if n := len(h.partial) + len(data); h.tooLong(n, limit) && !(h.limitChanged(ctx, &cfg, &limit, &setting) && !h.tooLong(n, limit)) {
+		if n := len(h.partial) + len(data); h.tooLong(n, limit) && (!h.limitChanged(ctx, &cfg, &limit, &setting) || h.tooLong(n, limit)) {
 			h.partial, h.dropping = nil, true
 			h.hold(0)
 			return 0, fmt.Errorf("%w: a line of more than %d bytes, over %s (%d)", storage.ErrRecordTooLarge, n, setting, limit)

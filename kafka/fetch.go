@@ -133,9 +133,9 @@ func (f *fetcher) parts() ([]fetchPos, bool) {
 }
 
 // keptEpoch returns the leader epoch of the batch of a copy kept from an
-// earlier mount that ends at end, its last, or -1 when it cannot tell.
-// Only the fetcher changes the copy, so what it reads stays true until
-// the fetch is answered.
+// earlier mount that ends at end, its last, or -1 when it cannot tell, and
+// notes it for the first fetch (read once: an open's check, checkKeptCopy,
+// and that fetch both want it). A fetch applied meanwhile noted a newer one.
 func (p *part) keptEpoch(end record.Offset) int32 {
 	h, ok, err := p.cp.LastBatch()
 	if err != nil || !ok || h.NextOffset() != end {
@@ -418,7 +418,7 @@ func (p *part) applyFetch(fp fetchPos, rp *kmsg.FetchResponseTopicPartition) {
 // after a cut end (outOfRange).
 func (p *part) diverged(fp fetchPos, rp *kmsg.FetchResponseTopicPartition) {
 	end := max(record.Offset(rp.DivergingEpoch.EndOffset), 0)
-	at := max(record.Offset(rp.LogStartOffset), min(p.cp.StartOffset(), end))
+	at := p.restartAt(record.Offset(rp.LogStartOffset), end)
 	p.mu.Lock()
 	p.resetAt, p.gen = &at, p.gen+1
 	p.lastEnd = -1
@@ -443,7 +443,7 @@ func (p *part) outOfRange(fp fetchPos) {
 	}
 	at := start
 	if fp.offset > end {
-		at = max(start, min(p.cp.StartOffset(), end))
+		at = p.restartAt(start, end)
 		c.logger.Warn("kafka: the cluster's log ends before the copy; fetching the copy again", "partition", p.String(), "copy_end", fp.offset, "cluster_end", end)
 	}
 	p.mu.Lock()

@@ -367,7 +367,7 @@ func (c *Cluster) checkKeptCopy(ctx context.Context, p *part, start, end record.
 		}
 		logEnd = off
 	}
-	at, cut := max(start, min(p.cp.StartOffset(), end)), ce > logEnd
+	at, cut := p.restartAt(start, end), ce > logEnd
 	if !cut && ce >= end && ce > p.cp.StartOffset() {
 		// The copy holds all an open waits for, so no fetch (which names
 		// the epoch) would come before its records are read.
@@ -375,7 +375,7 @@ func (c *Cluster) checkKeptCopy(ctx context.Context, p *part, start, end record.
 		if !ok {
 			return // asked again by the next open, until a fetch answers
 		}
-		cut, at = diverged, max(start, min(p.cp.StartOffset(), epochEnd))
+		cut, at = diverged, p.restartAt(start, epochEnd)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -392,11 +392,11 @@ func (c *Cluster) checkKeptCopy(ctx context.Context, p *part, start, end record.
 // last batch (which ends at ce) ends in the cluster's log (epochEnd). ok
 // is false when there is no answer to go by.
 func (c *Cluster) keptDiverged(ctx context.Context, p *part, ce record.Offset) (epochEnd record.Offset, diverged, ok bool) {
-	h, found, err := p.cp.LastBatch()
-	if err != nil || !found || h.NextOffset() != ce || h.PartitionLeaderEpoch < 0 {
-		return 0, false, err == nil && !found
+	epoch := p.keptEpoch(ce) // noted for the first fetch too, which names it
+	if epoch < 0 {
+		return 0, false, false
 	}
-	return c.epochEnd(ctx, p, h.PartitionLeaderEpoch, ce)
+	return c.epochEnd(ctx, p, epoch, ce)
 }
 
 // epochEnd asks the leader where leader epoch `epoch`, that of the batch
@@ -453,7 +453,7 @@ func (c *Cluster) checkLiveCopy(ctx context.Context, p *part, start, end record.
 	if !ok || !diverged {
 		return
 	}
-	at := max(start, min(p.cp.StartOffset(), epochEnd))
+	at := p.restartAt(start, epochEnd)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.gen != gen || p.resetAt != nil || p.lastEnd != last {
@@ -462,6 +462,14 @@ func (c *Cluster) checkLiveCopy(ctx context.Context, p *part, start, end record.
 	p.resetAt, p.gen, p.lastEnd = &at, p.gen+1, -1
 	c.logger.Warn("kafka: the cluster's log lost the end of the copy (its leader epoch ends before it); fetching the copy again",
 		"partition", p.String(), "copy_end", last, "epoch", epoch, "cluster_epoch_end", epochEnd)
+}
+
+// restartAt is where the copy starts again once the cluster's log no
+// longer holds it from lost on: at the copy's own start, so that the
+// readers it served are served again, or at lost when that is lower; never
+// before the cluster's log start.
+func (p *part) restartAt(logStart, lost record.Offset) record.Offset {
+	return max(logStart, min(p.cp.StartOffset(), lost))
 }
 
 // planLocked decides where the copy must go for a reader from `from`:
