@@ -25,6 +25,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 // Exit statuses.
@@ -68,7 +69,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if cmd != nil {
 		name = cmd.CommandPath()
 	}
-	fmt.Fprintf(stderr, "%s: %s\n", name, oneLine(err))
+	fmt.Fprintf(stderr, "%s: %s%s\n", name, oneLine(err), fileLimitHint(err))
 	if isUsage(err) {
 		return exitUsage
 	}
@@ -154,6 +155,21 @@ func (e silentError) Error() string { return fmt.Sprintf("exit status %d", e.cod
 // oneLine folds an error into a single line: errors.Join separates with
 // newlines, and the package prefixes of sentinel errors mean nothing to a
 // user of the command.
+// fileLimitHint says, for an error of a process out of file descriptors,
+// what logfs holds them for and how to allow more: a data directory with
+// thousands of partitions meets the limit before anything else.
+func fileLimitHint(err error) string {
+	if !errors.Is(err, unix.EMFILE) {
+		return ""
+	}
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (this process may have %d files open, `ulimit -n`: logfs holds one for each partition, "+
+		"and three for each it creates or appends to)", lim.Cur)
+}
+
 func oneLine(err error) string {
 	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 	for _, pkg := range []string{"storage", "record", "index", "recovery", "vfs", "fs"} {

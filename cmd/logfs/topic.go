@@ -81,6 +81,11 @@ Properties: ` + strings.Join(storage.PropertyNames(), ", ") + `.`,
 				err = fmt.Errorf("topic %q already exists in %s", name, dir)
 			case errors.Is(err, storage.ErrTopicCollides):
 				err = errors.New(strings.TrimPrefix(err.Error(), storage.ErrTopicCollides.Error()+": "))
+			case err != nil:
+				// CreateTopic takes back what it made: say so, or an error
+				// from deep inside (a file of partition 6662) reads as if
+				// part of the topic were there.
+				err = fmt.Errorf("topic %q not created: %w", name, err)
 			}
 			if err = closeLog(l, err); err != nil {
 				return err
