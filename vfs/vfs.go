@@ -103,8 +103,11 @@ func syncClose(d *os.File) error {
 func (osFS) Lock(name string) (io.Closer, error) {
 	var f *os.File
 	var err error
-	if st, serr := os.Lstat(name); serr == nil && st.IsDir() {
-		f, err = os.OpenFile(name, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if st, serr := os.Stat(name); serr == nil && st.IsDir() {
+		// A directory locked by its path is a data directory's own
+		// (confined's Lock takes everything below it), and that path may
+		// be a link: the operator's choice, as README says.
+		f, err = os.OpenFile(name, os.O_RDONLY|unix.O_DIRECTORY, 0)
 	} else {
 		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	}
