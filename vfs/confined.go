@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -77,23 +78,35 @@ type confined struct {
 // seccomp filter that refuses it).
 var noOpenat2 atomic.Bool
 
-// rel returns name relative to root, and whether name is strictly below it.
+// rel returns name relative to root, and whether name is strictly below
+// it; for root itself, "." and false.
 func (c *confined) rel(name string) (string, bool) {
 	root, n := c.root, filepath.Clean(name)
-	if filepath.IsAbs(root) != filepath.IsAbs(n) {
-		var err error
+	r, err := filepath.Rel(root, n)
+	if (err != nil || isUp(r)) && !(filepath.IsAbs(root) && filepath.IsAbs(n)) {
+		// A relative path is relative to the working directory, which
+		// the two paths may name only in part: "x" from root/p is below
+		// the root "..", and "../data/p/x" from root is below the root
+		// ".", though neither says so until both are made absolute. Taken
+		// for outside, such a name would be opened as Default opens it,
+		// through links.
 		if root, err = filepath.Abs(root); err != nil {
 			return "", false
 		}
 		if n, err = filepath.Abs(n); err != nil {
 			return "", false
 		}
+		r, err = filepath.Rel(root, n)
 	}
-	r, err := filepath.Rel(root, n)
-	if err != nil || r == "." || r == ".." || len(r) > 2 && r[:3] == ".."+string(filepath.Separator) {
+	if err != nil || isUp(r) {
 		return "", false
 	}
-	return r, true
+	return r, r != "."
+}
+
+// isUp says whether the relative path r leads out of where it starts.
+func isUp(r string) bool {
+	return r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator))
 }
 
 func (c *confined) planted(path string, err error) {
@@ -491,7 +504,7 @@ func (c *confined) openDir(op, dir string) (*os.File, bool, error) {
 }
 
 func (c *confined) ReadDir(dir string) ([]os.DirEntry, error) {
-	if _, below := c.rel(dir); !below && filepath.Clean(dir) != c.root {
+	if r, below := c.rel(dir); !below && r != "." {
 		return Default.ReadDir(dir)
 	}
 	d, _, err := c.openDir("readdir", dir)
