@@ -49,8 +49,9 @@ func IsPlanted(err error) bool {
 //     be one of ours.
 //   - A create that truncates (O_CREATE|O_TRUNC: a file written from
 //     scratch, such as a rebuilt index or a temporary file) replaces a
-//     link, FIFO, socket or device at its name: the entry is unlinked and
-//     a new file made in its place. The link's target is never opened.
+//     link, FIFO, socket, device or file with other hard links at its
+//     name: the entry is unlinked and a new file made in its place. The
+//     link's target is never opened, the hard link's file never written.
 //   - ReadDir lists regular files and folders only: links and other
 //     entries are left out, so that the layers above treat them as absent.
 //   - Remove, RemoveAll and Rename act on the entries themselves, as
@@ -278,14 +279,23 @@ func (c *confined) OpenFile(name string, flag int, perm os.FileMode) (File, erro
 		return nil, c.pathErr("open", name, err)
 	}
 	defer unix.Close(dirfd)
+	fromScratch := flag&(os.O_CREATE|os.O_TRUNC) == os.O_CREATE|os.O_TRUNC
 	if st, err := lstatAt(dirfd, base); err == nil {
-		kind := st.Mode & unix.S_IFMT
-		if kind != unix.S_IFREG && kind != unix.S_IFDIR {
-			var planted error = ErrNotRegular
-			if kind == unix.S_IFLNK {
-				planted = ErrSymlink
-			}
-			if flag&(os.O_CREATE|os.O_TRUNC) != os.O_CREATE|os.O_TRUNC {
+		var planted error
+		switch kind := st.Mode & unix.S_IFMT; {
+		case kind == unix.S_IFLNK:
+			planted = ErrSymlink
+		case kind != unix.S_IFREG && kind != unix.S_IFDIR:
+			planted = ErrNotRegular
+		case kind == unix.S_IFREG && st.Nlink > 1 && fromScratch:
+			// A file with other names is replaced too, not refused (a
+			// write in place is, below): a new one needs none of its
+			// bytes, its other names keep them, and refusing would fail
+			// every write of a checkpoint whose .tmp someone linked.
+			planted = ErrHardLink
+		}
+		if planted != nil {
+			if !fromScratch {
 				return nil, c.pathErr("open", name, planted)
 			}
 			// A file written from scratch takes the name back: the link
