@@ -60,7 +60,8 @@ func IsPlanted(err error) bool {
 //   - Stat describes the entry itself; for a link it fails with ErrSymlink.
 //
 // Every link or other entry met is passed once to onPlanted (which may be
-// nil), so that the caller can report it.
+// nil), so that the caller can report it: by its own path (a link met in
+// the middle of a path, not the path through it), spelled as root is.
 //
 // root itself, and paths that are not below it, are handled as Default
 // handles them: root is the operator's choice and may be reached through
@@ -114,6 +115,11 @@ func (c *confined) planted(path string, err error) {
 	if c.onPlanted == nil {
 		return
 	}
+	// One entry is reported once, by one name, however the paths that
+	// met it spelled it ("data/p/x", "/abs/data/p/x", "data/p/./x").
+	if rel, below := c.rel(path); below {
+		path = filepath.Join(c.root, rel)
+	}
 	if _, dup := c.reported.LoadOrStore(path, struct{}{}); !dup {
 		c.onPlanted(path, err)
 	}
@@ -124,7 +130,7 @@ func (c *confined) planted(path string, err error) {
 func (c *confined) pathErr(op, path string, err error) error {
 	switch {
 	case err == unix.ELOOP:
-		c.planted(path, ErrSymlink)
+		c.planted(c.linkOnTheWayTo(path), ErrSymlink)
 		return &os.PathError{Op: op, Path: path, Err: ErrSymlink}
 	case err == ErrNotRegular || err == ErrSymlink:
 		c.planted(path, err)
@@ -151,35 +157,65 @@ func (c *confined) openRoot() (int, error) {
 	return fd, err
 }
 
+// linkOnTheWayTo returns the path of the first link on the way from root
+// to name: the entry someone planted, which is what is reported, once,
+// rather than each path below it that met it. It returns name when no
+// link is found (it may have gone since).
+func (c *confined) linkOnTheWayTo(name string) string {
+	rel, below := c.rel(name)
+	if !below {
+		return name
+	}
+	rootfd, err := c.openRoot()
+	if err != nil {
+		return name
+	}
+	defer unix.Close(rootfd)
+	if n := linkOnTheWay(rootfd, rel); n > 0 {
+		return filepath.Join(append([]string{c.root}, splitRel(rel)[:n]...)...)
+	}
+	return name
+}
+
 // openBelow opens rel (not ".") below the descriptor dirfd with flags,
 // following no link on the way or at the end.
 func openBelow(dirfd int, rel string, flags int, perm uint32) (int, error) {
 	fd, err := openBelowOnce(dirfd, rel, flags, perm)
-	if err == unix.ENOTDIR && linkOnTheWay(dirfd, rel) {
+	if err == unix.ENOTDIR && linkOnTheWay(dirfd, rel) > 0 {
 		err = unix.ELOOP // O_DIRECTORY|O_NOFOLLOW on a link says ENOTDIR
 	}
 	return fd, err
 }
 
-// linkOnTheWay says whether a link is met on the way to rel from dirfd:
-// each element is described without following it, in order, so that
-// nothing past a link is looked at.
-func linkOnTheWay(dirfd int, rel string) bool {
-	parts := splitRel(rel)
-	for i := range parts {
-		st, err := lstatAt(dirfd, filepath.Join(parts[:i+1]...))
+// linkOnTheWay returns how many elements of rel lead from dirfd to the
+// first link on the way (0: none). Each element is looked at from the
+// folder before it, opened without following anything, so that nothing
+// past a link is looked at, even one swapped in meanwhile.
+func linkOnTheWay(dirfd int, rel string) int {
+	fd := dirfd
+	defer func() {
+		if fd != dirfd {
+			unix.Close(fd)
+		}
+	}()
+	for i, p := range splitRel(rel) {
+		var next int
+		err := retry(func() (err error) {
+			next, err = unix.Openat(fd, p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			return err
+		})
 		if err != nil {
-			return false
+			if st, err := lstatAt(fd, p); err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				return i + 1
+			}
+			return 0
 		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFLNK:
-			return true
-		case unix.S_IFDIR:
-		default:
-			return false
+		if fd != dirfd {
+			unix.Close(fd)
 		}
+		fd = next
 	}
-	return false
+	return 0
 }
 
 func openBelowOnce(dirfd int, rel string, flags int, perm uint32) (int, error) {
@@ -435,25 +471,26 @@ func (c *confined) Rename(oldpath, newpath string) error {
 	if !oldBelow || !newBelow {
 		return Default.Rename(oldpath, newpath)
 	}
-	lerr := func(err error) error {
+	// lerr reports the link met on the way to path, the side that met it.
+	lerr := func(path string, err error) error {
 		if err == unix.ELOOP {
-			c.planted(newpath, ErrSymlink)
+			c.planted(c.linkOnTheWayTo(path), ErrSymlink)
 			err = ErrSymlink
 		}
 		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
 	}
 	ofd, obase, err := c.parent(oldRel)
 	if err != nil {
-		return lerr(err)
+		return lerr(oldpath, err)
 	}
 	defer unix.Close(ofd)
 	nfd, nbase, err := c.parent(newRel)
 	if err != nil {
-		return lerr(err)
+		return lerr(newpath, err)
 	}
 	defer unix.Close(nfd)
 	if err := retry(func() error { return unix.Renameat(ofd, obase, nfd, nbase) }); err != nil {
-		return lerr(err)
+		return lerr(newpath, err)
 	}
 	return nil
 }
@@ -481,7 +518,7 @@ func (c *confined) MkdirAll(dir string, perm os.FileMode) error {
 			next, err = unix.Openat(fd, p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			return err
 		})
-		if err == unix.ENOTDIR && linkOnTheWay(fd, p) {
+		if err == unix.ENOTDIR && linkOnTheWay(fd, p) > 0 {
 			err = unix.ELOOP
 		}
 		unix.Close(fd)

@@ -40,6 +40,45 @@ func TestAdv35RootSpellings(t *testing.T) {
 	})
 }
 
+// TestAdv35NameSpellings plants a link and reaches it by every spelling
+// of its name: each is refused, and the link is reported once, by one
+// name.
+func TestAdv35NameSpellings(t *testing.T) {
+	bothResolvers(t, func(t *testing.T) {
+		e := newAdvEnv(t)
+		x := filepath.Join(e.root, "p", "x")
+		require.NoError(t, os.Symlink(filepath.Join(e.out, "precious"), x))
+		// q: a link to a deep folder outside, so that q/.. would lead out
+		// if it were followed before ".." is taken.
+		require.NoError(t, os.Symlink(filepath.Join(e.out, "deep", "deeper"), filepath.Join(e.root, "q")))
+		t.Chdir(e.base)
+		spellings := []string{
+			x, x + "/", e.root + "/p/./x", e.root + "/p/../p/x", e.root + "//p//x", e.root + "/q/../p/x",
+			"data/p/x", "./data/p/x", "data/../data/p/x", "data/p/x/",
+		}
+		for _, name := range spellings {
+			for _, flag := range []int{os.O_RDONLY, os.O_WRONLY | os.O_TRUNC, os.O_RDWR | os.O_CREATE} {
+				_, err := e.fs.OpenFile(name, flag, 0o600)
+				require.ErrorIs(t, err, ErrSymlink, "%s %#x", name, flag)
+			}
+			_, err := e.fs.Stat(name)
+			require.ErrorIs(t, err, ErrSymlink, name)
+			_, err = e.fs.Lock(name)
+			require.ErrorIs(t, err, ErrSymlink, name)
+		}
+		// ".." is taken by name: q/.. is the root, never deep/.
+		_, err := e.fs.Stat(filepath.Join(e.root, "q", "..", "precious"))
+		require.ErrorIs(t, err, os.ErrNotExist)
+		_, err = e.fs.OpenFile(filepath.Join(e.root, "q", "..", "precious"), os.O_RDWR|os.O_TRUNC, 0)
+		require.ErrorIs(t, err, os.ErrNotExist)
+		es, err := e.fs.ReadDir(filepath.Join(e.root, "p"))
+		require.NoError(t, err)
+		require.Len(t, es, 1)
+		e.untouched(t, "spellings")
+		e.requireReports(t, map[string]error{x: ErrSymlink}, "spellings")
+	})
+}
+
 // TestAdv35RelativeRoot: a root given relative to the working directory,
 // and names given relative to it too, in every mix the working directory
 // allows: a name below the root is confined however it is spelled.

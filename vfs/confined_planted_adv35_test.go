@@ -311,3 +311,124 @@ func TestAdv35EveryMethodOnEveryPlantedEntry(t *testing.T) {
 		})
 	}
 }
+
+// A folderKind is something a hostile user can put where logfs expects a
+// folder (root/q).
+type folderKind struct {
+	name   string
+	plant  func(t *testing.T, e *advEnv, at string)
+	link   bool
+	report error // what listing the root reports it as
+	listed bool  // a regular file: listed, as any file
+}
+
+func folderKinds() []folderKind {
+	return []folderKind{
+		{name: "link to a folder outside", link: true, report: ErrSymlink, plant: func(t *testing.T, e *advEnv, at string) {
+			require.NoError(t, os.Symlink(e.out, at))
+		}},
+		{name: "relative link to a folder outside", link: true, report: ErrSymlink, plant: func(t *testing.T, e *advEnv, at string) {
+			require.NoError(t, os.Symlink("../outside", at))
+		}},
+		{name: "link to a folder inside", link: true, report: ErrSymlink, plant: func(t *testing.T, e *advEnv, at string) {
+			require.NoError(t, os.Symlink("p", at))
+		}},
+		{name: "link to a deep folder, used with ..", link: true, report: ErrSymlink, plant: func(t *testing.T, e *advEnv, at string) {
+			require.NoError(t, os.Symlink(filepath.Join(e.out, "deep", "deeper"), at))
+		}},
+		{name: "file where a folder belongs", listed: true, plant: func(t *testing.T, e *advEnv, at string) {
+			require.NoError(t, os.WriteFile(at, []byte("ours"), 0o600))
+		}},
+		{name: "FIFO where a folder belongs", report: ErrNotRegular, plant: func(t *testing.T, e *advEnv, at string) {
+			require.NoError(t, unix.Mkfifo(at, 0o666))
+		}},
+	}
+}
+
+// TestAdv35EveryMethodThroughAPlantedFolder calls each method of FS on
+// paths that go through root/q, where a link (or a file) was planted in
+// place of a folder: nothing below it is reached, the entry itself is
+// left as it is, and it alone is reported, once, by its own name.
+func TestAdv35EveryMethodThroughAPlantedFolder(t *testing.T) {
+	for _, k := range folderKinds() {
+		t.Run(k.name, func(t *testing.T) {
+			bothResolvers(t, func(t *testing.T) {
+				e := newAdvEnv(t)
+				q := filepath.Join(e.root, "q")
+				k.plant(t, e, q)
+				was := kindOf(t, q)
+				inside := []string{
+					filepath.Join(q, "precious"),
+					filepath.Join(q, "0.log"),
+					filepath.Join(q, "sub", "deep"),
+					filepath.Join(q, "t-0", "00000000000000000000.log"),
+					filepath.Join(q, "nowhere"),
+				}
+				check := func(err error, what string) {
+					t.Helper()
+					require.Error(t, err, what)
+					if k.link {
+						require.ErrorIs(t, err, ErrSymlink, what)
+					} else {
+						require.ErrorIs(t, err, unix.ENOTDIR, what)
+					}
+					require.Equal(t, was, kindOf(t, q), "%s leaves %s alone", what, q)
+					e.untouched(t, what)
+				}
+				for _, name := range inside {
+					for _, flag := range []int{os.O_RDONLY, os.O_RDWR, os.O_WRONLY | os.O_APPEND, os.O_RDWR | os.O_CREATE,
+						os.O_RDWR | os.O_CREATE | os.O_TRUNC, os.O_RDWR | os.O_CREATE | os.O_EXCL} {
+						f, err := e.fs.OpenFile(name, flag, 0o600)
+						if err == nil {
+							f.Close()
+						}
+						check(err, "open "+name)
+					}
+					_, err := e.fs.Stat(name)
+					check(err, "stat "+name)
+					l, err := e.fs.Lock(name)
+					if err == nil {
+						l.Close()
+					}
+					check(err, "lock "+name)
+					check(e.fs.Remove(name), "remove "+name)
+					check(e.fs.RemoveAll(name), "removeall "+name)
+					check(e.fs.Rename(name, filepath.Join(e.root, "stolen")), "rename from "+name)
+					check(e.fs.Rename(filepath.Join(e.root, "p", "0.log"), name), "rename to "+name)
+					check(WriteFileAtomic(e.fs, name, []byte("x")), "write atomic "+name)
+					check(e.fs.MkdirAll(filepath.Join(name, "new"), 0o700), "mkdirall "+name)
+					_, err = e.fs.ReadDir(filepath.Dir(name))
+					check(err, "readdir "+filepath.Dir(name))
+					check(e.fs.SyncDir(filepath.Dir(name)), "syncdir "+filepath.Dir(name))
+				}
+				// ".." below the link is taken by name, not through it.
+				_, err := e.fs.Stat(filepath.Join(q, "..", "precious"))
+				require.ErrorIs(t, err, os.ErrNotExist)
+				_, err = e.fs.ReadDir(q)
+				check(err, "readdir "+q)
+				check(e.fs.SyncDir(q), "syncdir "+q)
+				check(e.fs.MkdirAll(filepath.Join(q, "new"), 0o700), "mkdirall")
+
+				es, err := e.fs.ReadDir(e.root)
+				require.NoError(t, err)
+				if k.listed {
+					require.Len(t, es, 2)
+				} else {
+					require.Len(t, es, 1, "only p is listed")
+				}
+				// The entry is reported once, by its own name: the one
+				// someone planted, not each path through it.
+				want := map[string]error{}
+				if k.report != nil {
+					want[q] = k.report
+				}
+				e.requireReports(t, want, "all of it")
+
+				// Topic delete: the entry goes, never what it points to.
+				require.NoError(t, e.fs.RemoveAll(q))
+				require.Equal(t, uint32(0), kindOf(t, q))
+				e.untouched(t, "removeall")
+			})
+		})
+	}
+}
