@@ -163,6 +163,17 @@ func DecodeTimeEntries(path string, data []byte, base record.Offset, offsets []O
 	return out, nil
 }
 
+// Seen returns the entries, decoded from the files of a growing log's
+// indexes (see Options.Growing), that are for the first logSize bytes of
+// it, which end at offset logEnd: the offset entries at positions below
+// logSize and the time entries at offsets below logEnd. Decode the offset
+// entries with the log's size now, which the others point below.
+func Seen(off []OffsetEntry, tim []TimeEntry, logSize record.Position, logEnd record.Offset) ([]OffsetEntry, []TimeEntry) {
+	i := sort.Search(len(off), func(i int) bool { return off[i].Pos >= logSize })
+	j := sort.Search(len(tim), func(j int) bool { return tim[j].Offset >= logEnd })
+	return off[:i], tim[:j]
+}
+
 // SearchFrom returns the position of the entry with the largest offset at
 // or below off, or 0: where a scan for off starts.
 func SearchFrom(offsets []OffsetEntry, off record.Offset) record.Position {

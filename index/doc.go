@@ -128,6 +128,14 @@
 //   - time index: a timestamp is negative (Kafka appends only timestamps
 //     above -1), timestamps do not strictly increase, or offsets decrease.
 //
+// A reader that sees only the first LogSize bytes of a log that a writer
+// in another process is still appending to (Options.Growing: a read-only
+// storage log's last segment) maps the file after the writer wrote entries
+// for batches past them. When the log has grown, positions are judged
+// against its size then, and the entries past what the reader sees (offset
+// entries at or past LogSize, time entries at or past Options.LogEnd) are
+// left out as a zero tail is; when it has not, they break the rules.
+//
 // The rule against the log (Verifier) is the one every Kafka writer since
 // 0.10.1 keeps, and logfs's own: an offset entry (K, P) points at the start
 // of a batch B with base(B) <= K <= the last offset before the next entry's

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -52,6 +53,19 @@ type Options struct {
 	// and skips that rule; note that the zero value means an empty log.
 	// The time index does not use it.
 	LogSize record.Position
+	// Growing, for an index opened without Writable, says that the caller
+	// sees only the first LogSize bytes of a log that a writer in another
+	// process may be appending to, and returns the log's size now. Those
+	// bytes end at offset LogEnd (the offset after their last batch). The
+	// writer writes index entries for the batches it appends after them,
+	// so on first use an index whose log has grown leaves out, as it does
+	// a zero tail, the entries for what the caller does not see: offset
+	// entries at positions at or past LogSize, time entries at offsets at
+	// or past LogEnd. The positions of all of them are judged against the
+	// size now. A log that has not grown is judged by LogSize as ever.
+	Growing func() (record.Position, error)
+	// LogEnd: see Growing.
+	LogEnd record.Offset
 	// Writable opens an existing index as the active segment's: it is
 	// read and validated at once and takes appends after its entries, up
 	// to MaxBytes (never fewer than it holds). Without it Open maps nothing
@@ -153,6 +167,10 @@ type file struct {
 	// logSize bounds offset-index positions, <0 unknown. An append at
 	// position p raises it to p+1.
 	logSize atomic.Int64
+	// growing and logEnd are Options.Growing and Options.LogEnd.
+	// Immutable.
+	growing func() (record.Position, error)
+	logEnd  record.Offset
 }
 
 // fder is what the index needs of a vfs.File to map it: the descriptor.
@@ -184,6 +202,7 @@ func (x *file) init(path string, base record.Offset, o Options, l *layout) error
 	x.pendCap = int64(pendingBytes / l.entrySize)
 	x.path = path
 	x.logSize.Store(max(int64(o.LogSize), -1))
+	x.growing, x.logEnd = o.Growing, o.LogEnd
 	return nil
 }
 
@@ -379,15 +398,56 @@ func (x *file) firstMap() (err error) {
 	if end, ok := vfs.DataEnd(f, size); ok && end < size {
 		checked = x.data[:(end+es-1)/es*es]
 	}
-	if n, rule := x.check(checked, x.logSize.Load()); rule != "" {
+	// The log's size is taken after the index file's: the writer of a
+	// growing log writes an entry only after the batch it points at.
+	logSize, err := x.sizeNow()
+	if err != nil {
+		x.unmap()
+		return err
+	}
+	if n, rule := x.check(checked, logSize); rule != "" {
 		x.err = x.corrupt(rule)
 		x.unmap()
 	} else {
+		if logSize > x.logSize.Load() {
+			n = x.seen(checked, n)
+		}
 		x.entries.Store(int64(n))
 		x.data = x.data[:int64(n)*es]
 	}
 	x.loaded.Store(true)
 	return nil
+}
+
+// sizeNow returns the log size that offset-index positions are judged
+// against on first use: Options.LogSize, or, when the log is growing and
+// has grown past it, its size now.
+func (x *file) sizeNow() (int64, error) {
+	size := x.logSize.Load()
+	if x.growing == nil || size < 0 {
+		return size, nil
+	}
+	now, err := x.growing()
+	if err != nil {
+		return 0, err
+	}
+	return max(size, int64(now)), nil
+}
+
+// seen returns how many of the first n entries of data are for the part
+// of a growing log that the caller sees (see Options.Growing). Entries are
+// in log order, so the others are a tail.
+func (x *file) seen(data []byte, n int) int {
+	return sort.Search(n, func(i int) bool { return x.unseen(data[i*x.entrySize:]) })
+}
+
+// unseen reports whether entry e of an index of a growing log is for what
+// the caller does not see of it.
+func (x *file) unseen(e []byte) bool {
+	if x.layout == &offsetLayout {
+		return int64(be.Uint32(e[4:])) >= x.logSize.Load()
+	}
+	return x.base+record.Offset(be.Uint32(e[x.relAt:])) >= x.logEnd
 }
 
 func (x *file) corrupt(rule string) *CorruptError {
@@ -617,6 +677,9 @@ func (x *file) peekLast(buf []byte) (n int, err error, ok bool) {
 	}
 	if allZero(buf[:es]) || be.Uint32(buf[x.relAt:]) > math.MaxInt32 {
 		return 0, nil, false // zero padding or a bad entry: the full rules
+	}
+	if x.growing != nil && x.unseen(buf[:es]) {
+		return 0, nil, false // a writer's newer entry, or a bad one: the full rules
 	}
 	return n, nil, true
 }

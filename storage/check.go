@@ -252,7 +252,19 @@ func (s *segment) indexVerifier(fail func(string, ...any), size record.Position)
 		fail("%v", err)
 		return nil
 	}
-	off, err := index.DecodeOffsetEntries(s.indexPath(), offData, s.base, size)
+	// A writer beside a read-only log writes the entries of what it appends
+	// after size: they point below the log's size now, taken after the
+	// files were read, and are left out (see index.Options.Growing).
+	limit := size
+	if s.growing {
+		now, err := s.logSizeNow()
+		if err != nil {
+			fail("%v", err)
+			return nil
+		}
+		limit = max(size, now)
+	}
+	off, err := index.DecodeOffsetEntries(s.indexPath(), offData, s.base, limit)
 	if err != nil {
 		fail("%v", err)
 		off = nil
@@ -261,6 +273,9 @@ func (s *segment) indexVerifier(fail func(string, ...any), size record.Position)
 	if err != nil {
 		fail("%v", err)
 		return nil
+	}
+	if limit > size {
+		off, tim = index.Seen(off, tim, size, s.seenEnd)
 	}
 	if off == nil && len(offData) > 0 {
 		return nil

@@ -84,6 +84,15 @@
 // any is rendered as before. Readers (NewReader) return every data
 // record.
 //
+// # Beside a writer
+//
+// A read-only log without Follow shows what the data directory held when
+// it opened: each partition ends where its last segment ended then. A
+// writer in another process (a mount, logfs produce) may go on appending
+// to that segment and writing index entries for the batches past that
+// end, or roll it: those entries are left out, not taken for corruption
+// (index.Options.Growing, Seen in Check).
+//
 // # Following a broker
 //
 // With Options.Follow a read-only log follows a Kafka broker still

@@ -491,7 +491,7 @@ func (p *Partition) catchUp() error {
 // openFollowed opens a segment of a followed partition: its complete
 // batches, read with pread and indexed in memory.
 func (p *Partition) openFollowed(base record.Offset, cfg *segmentConfig) (*segment, error) {
-	s, err := openSegment(p.topic.log.fs, p.dir, base, 0, cfg, true, p.topic.log.logger)
+	s, err := openSegment(p.topic.log.fs, p.dir, base, 0, -1, cfg, true, p.topic.log.logger)
 	if err != nil {
 		return nil, err
 	}

@@ -411,7 +411,11 @@ func (l *Log) openSegments(topics []*Topic, dirs []string, states []*recovery.Pa
 			defer wg.Done()
 			for j := range jobs {
 				s := states[j.p].Segments[j.s]
-				seg, err := openSegment(l.fs, dirs[j.p], s.Base, s.Size, cfgs[j.p], s.IndexMissing, l.logger)
+				seenEnd := record.Offset(-1)
+				if l.opts.ReadOnly && j.s == len(states[j.p].Segments)-1 {
+					seenEnd = states[j.p].NextOffset // a writer beside this log may append after it
+				}
+				seg, err := openSegment(l.fs, dirs[j.p], s.Base, s.Size, seenEnd, cfgs[j.p], s.IndexMissing, l.logger)
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("open segment %d of %s: %w", s.Base, dirs[j.p], err))

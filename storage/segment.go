@@ -55,6 +55,13 @@ type segment struct {
 	// by the fallback, from 1: see indexBroken.
 	idxGen atomic.Uint64
 
+	// growing says the segment was the last of a read-only log when it
+	// opened: a writer in another process may be appending to it, after
+	// seenEnd, the offset after the last batch this log sees (see
+	// index.Options.Growing).
+	growing bool
+	seenEnd record.Offset
+
 	size    atomic.Int64 // committed bytes of the .log
 	durable atomic.Bool  // sealed and flushed: no flush needs to touch it again
 	frozen  atomic.Bool  // sealed: no more appends, size final, indexes trimmed
@@ -186,9 +193,12 @@ func createSegment(fs vfs.FS, dir string, base record.Offset, cfg *segmentConfig
 
 // openSegment opens an existing segment whose .log holds logSize valid
 // bytes. Its indexes are opened lazily: nothing is mapped until a read or an
-// append needs it.
-func openSegment(fs vfs.FS, dir string, base record.Offset, logSize record.Position, cfg *segmentConfig, indexMissing bool, logger *slog.Logger) (*segment, error) {
+// append needs it. seenEnd is, on a read-only log, the offset after the
+// last batch of its last segment, which a writer in another process may
+// still be appending to; -1 for every other segment.
+func openSegment(fs vfs.FS, dir string, base record.Offset, logSize record.Position, seenEnd record.Offset, cfg *segmentConfig, indexMissing bool, logger *slog.Logger) (*segment, error) {
 	s := &segment{base: base, dir: dir, stem: layout.SegmentPath(dir, base, ""), fs: fs, cfg: cfg, logger: logger}
+	s.growing, s.seenEnd = seenEnd >= 0, seenEnd
 	flag := os.O_RDWR
 	if cfg.readOnly {
 		flag = os.O_RDONLY
@@ -223,6 +233,11 @@ func openSegment(fs vfs.FS, dir string, base record.Offset, logSize record.Posit
 		return s, nil
 	}
 	opts := index.Options{FS: fs, MaxBytes: cfg.indexBytes, LogSize: logSize}
+	if s.growing {
+		// This log sees logSize bytes. The writer's index entries for what
+		// it appends after them are not corrupt, and not this log's.
+		opts.Growing, opts.LogEnd = s.logSizeNow, seenEnd
+	}
 	s.offIdx, err = index.OpenOffsetIndex(s.indexPath(), base, opts)
 	if err == nil {
 		s.timeIdx, err = index.OpenTimeIndex(s.timeIndexPath(), base, opts)
@@ -240,6 +255,16 @@ func openSegment(fs vfs.FS, dir string, base record.Offset, logSize record.Posit
 		s.logger.Warn("segment index missing; indexing in memory on first read", "segment", s.logPath())
 	}
 	return s, nil
+}
+
+// logSizeNow returns the size of the segment's .log file now, which a
+// writer in another process may have made larger than s.size.
+func (s *segment) logSizeNow() (record.Position, error) {
+	st, err := s.log.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return record.Position(st.Size()), nil
 }
 
 // acquire pins the segment for a reader; it fails once the segment is gone.
