@@ -160,6 +160,9 @@ func TestReadOnlyBesideWriterAdv35(t *testing.T) {
 		"recovered open, index files lag": {first: 100, segBytes: "10000000", inMemory: true},
 		"roll":                            {clean: true, first: 100, segBytes: "50000"},
 		"roll after a read":               {clean: true, first: 100, segBytes: "50000", read: true},
+		// The writer keeps the values view index of the segment it made and
+		// writes it beside the segment when it rolls it.
+		"recovered open, roll": {first: timePage + 1, inOpen: 1, segBytes: "50000"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -774,6 +774,13 @@ func readViewIndex(s *segment) (*viewIndex, error) {
 	v.total = int64(be.Uint64(body[24:]))
 	v.lastBatchPos = record.Position(be.Uint64(body[32:]))
 	v.lastBatchCRC = be.Uint32(body[40:])
+	if size := record.Position(s.size.Load()); v.covered > size && s.growing {
+		// A writer beside this read-only log wrote it when it sealed or
+		// closed the segment, which has grown past what this log sees.
+		if now, err := s.logSizeNow(); err == nil && v.covered <= now {
+			return nil, os.ErrNotExist // not for this log: rebuilt quietly
+		}
+	}
 	if v.covered > record.Position(s.size.Load()) || v.total < 0 || v.covered > math.MaxInt32 {
 		return nil, bad("covers more than the log")
 	}
