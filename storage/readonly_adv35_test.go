@@ -277,3 +277,38 @@ func TestReadOnlyCorruptLastIndexAdv35(t *testing.T) {
 		})
 	}
 }
+
+// TestReadOnlyBesideRetentionAdv35: the writer's retention deletes segments
+// a read-only log opened (renamed to *.deleted, then removed after
+// file.delete.delay.ms). The reader still reads them from the files it
+// holds open, but their index files are gone from their names by the time
+// it first uses them: it indexes those segments in memory, and that is no
+// problem to report.
+func TestReadOnlyBesideRetentionAdv35(t *testing.T) {
+	for _, delay := range []string{"0", "60000"} {
+		t.Run("file.delete.delay.ms="+delay, func(t *testing.T) {
+			dir := t.TempDir()
+			w, err := Open(dir, Options{Logger: testLogger(t), RetentionCheckInterval: -1})
+			require.NoError(t, err)
+			defer func() { require.NoError(t, w.Close()) }()
+			top, err := w.CreateTopic("t", 1, small("index.interval.bytes=0", "segment.bytes=2000",
+				"retention.bytes=0", "retention.ms=-1", "file.delete.delay.ms="+delay))
+			require.NoError(t, err)
+			wp, err := top.Partition(0)
+			require.NoError(t, err)
+			adv35Append(t, wp, 200)
+			var logs logCounter
+			r, err := Open(dir, Options{ReadOnly: true, Logger: logs.logger()})
+			require.NoError(t, err)
+			defer func() { require.NoError(t, r.Close()) }()
+			rp, err := r.Partition("t", 0)
+			require.NoError(t, err)
+			bases := rp.SegmentBases()
+			require.Greater(t, len(bases), 5)
+			n, err := w.EnforceRetention()
+			require.NoError(t, err)
+			require.Equal(t, len(bases), n, "every segment the reader has: retention rolled the active one first")
+			adv35Verify(t, r, &logs, 200)
+		})
+	}
+}

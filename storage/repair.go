@@ -53,7 +53,11 @@ func (s *segment) indexBroken(cause error, proven uint64) bool {
 	if s.cfg.readOnly || s.writable {
 		// s.writable: the appender's indexes were validated when opened and
 		// are kept valid; if they break anyway, do not pull them away.
-		s.logger.Error("segment index is unusable; indexing the log in memory instead", "segment", s.logPath(), "err", cause)
+		if s.cfg.readOnly && s.deletedSinceOpen(cause) {
+			s.logger.Info("segment deleted by another process since the log opened; indexing it in memory", "segment", s.logPath())
+		} else {
+			s.logger.Error("segment index is unusable; indexing the log in memory instead", "segment", s.logPath(), "err", cause)
+		}
 		s.fallback = &memIndex{}
 		return false
 	}
@@ -67,6 +71,19 @@ func (s *segment) indexBroken(cause error, proven uint64) bool {
 		return false
 	}
 	return true
+}
+
+// deletedSinceOpen reports whether an index file is missing (cause)
+// because a writer in another process deleted the segment after this
+// read-only log opened it, as retention does: its .log is gone from its
+// name too (retention renames the .log first). The log's open file still
+// reads.
+func (s *segment) deletedSinceOpen(cause error) bool {
+	if !errors.Is(cause, fs.ErrNotExist) {
+		return false
+	}
+	_, err := s.fs.Stat(s.logPath())
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // indexesUsableLocked reports whether both index handles exist, pass the
