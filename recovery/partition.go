@@ -480,7 +480,10 @@ func (l *loader) lastSegmentEnd(files *segmentFiles, last Segment) error {
 	if !last.IndexMissing {
 		idx, err := index.OpenOffsetIndex(layout.SegmentPath(o.Dir, last.Base, layout.IndexSuffix), last.Base, index.Options{FS: o.FS, LogSize: last.Size})
 		if err == nil {
-			if _, pos, err := idx.LastEntry(); err == nil {
+			// An entry at or past the size taken points at no batch of it:
+			// a writer's, appending since (a read-only load beside one), or
+			// a bad one. The walk then starts at the segment's start.
+			if _, pos, err := idx.LastEntry(); err == nil && pos < last.Size {
 				start = pos
 			}
 			idx.Close()

@@ -149,6 +149,10 @@ func TestReadOnlyBesideWriterAdv35(t *testing.T) {
 		// The writer opens after the reader: a clean load trusts the last
 		// segment's index files, as they were when the writer closed.
 		"clean open": {clean: true, first: 100, segBytes: "10000000"},
+		// The writer opens after the reader took the clean shutdown marker
+		// as its word, and appends while the reader looks for the end of
+		// the log in the last segment.
+		"clean open, writer starts during it": {clean: true, first: 100, inOpen: 1200, segBytes: "10000000"},
 		// The reader opens beside the writer and recovers the last
 		// segment: its index files keep the rule against the size it took
 		// (the writer wrote its page of time entries just then, for the
