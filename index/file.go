@@ -378,6 +378,11 @@ func (x *file) firstMap() (err error) {
 	}
 	size := st.Size()
 	es := int64(x.entrySize)
+	if x.growing != nil {
+		// A writer appending a page of entries has written part of one:
+		// the rest is the writer's, as the entries past the log are.
+		size -= size % es
+	}
 	if size%es != 0 {
 		x.err = x.corrupt(fmt.Sprintf("%s: %d bytes, entries are %d", ruleLength, size, es))
 		x.loaded.Store(true)
@@ -472,6 +477,15 @@ func (x *file) loadW() error {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if err := x.firstMap(); err != nil || x.err == nil || x.growing == nil {
+		return err
+	}
+	// The writer of a growing log may be in the middle of writing a page
+	// of entries: for a moment the file can end inside an entry, or hold
+	// one half written. Such a file is judged again, once, before it is
+	// taken for corrupt; one that is corrupt is so both times.
+	x.err = nil
+	x.loaded.Store(false)
 	return x.firstMap()
 }
 

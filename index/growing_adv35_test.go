@@ -1,6 +1,7 @@
 package index
 
 import (
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -99,4 +100,60 @@ func TestSeenAdv35(t *testing.T) {
 	seenOff, seenTim = Seen(off, tim, 500, 20)
 	require.Equal(t, off, seenOff)
 	require.Equal(t, tim, seenTim)
+}
+
+// TestGrowingLogMidWriteAdv35 maps the index of a growing log while its
+// writer is part way through writing a page of entries: the file ends
+// inside an entry, or holds an entry half written (its position still
+// zero). Neither is corruption: the part entry is left out as the
+// writer's, and a half-written one is judged again once the writer is
+// done. An entry that stays wrong is still corrupt.
+func TestGrowingLogMidWriteAdv35(t *testing.T) {
+	whole := offsetBytes(oe{1, 100}, oe{2, 200}, oe{3, 300})
+	grown := func() (record.Position, error) { return 1000, nil }
+
+	t.Run("ends inside an entry", func(t *testing.T) {
+		p := writeFile(t, "00000000000000000000.index", append(whole, 0, 0, 0, 4, 0))
+		x, err := OpenOffsetIndex(p, 0, Options{LogSize: 1000, Growing: grown, LogEnd: 4})
+		require.NoError(t, err)
+		defer x.Close()
+		n, err := x.Entries()
+		require.NoError(t, err)
+		require.Equal(t, 3, n)
+		off, pos, err := x.LastEntry()
+		require.NoError(t, err)
+		require.Equal(t, record.Offset(3), off)
+		require.Equal(t, record.Position(300), pos)
+	})
+
+	for _, done := range []bool{true, false} {
+		name := map[bool]string{true: "an entry half written, then whole", false: "an entry that stays half written"}[done]
+		t.Run(name, func(t *testing.T) {
+			torn := append(offsetBytes(oe{1, 100}, oe{2, 0}), offsetBytes(oe{3, 300})...) // position 0 breaks a rule
+			p := writeFile(t, "00000000000000000000.index", torn)
+			calls := 0
+			growing := func() (record.Position, error) {
+				calls++
+				if calls == 2 && done { // the writer finishes between the two looks
+					f, err := os.OpenFile(p, os.O_WRONLY, 0)
+					require.NoError(t, err)
+					_, err = f.WriteAt(whole, 0)
+					require.NoError(t, err)
+					require.NoError(t, f.Close())
+				}
+				return 1000, nil
+			}
+			x, err := OpenOffsetIndex(p, 0, Options{LogSize: 1000, Growing: growing, LogEnd: 4})
+			require.NoError(t, err)
+			defer x.Close()
+			n, err := x.Entries()
+			require.Equal(t, 2, calls, "judged twice")
+			if !done {
+				requireRule(t, err, rulePosZero, p)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, 3, n)
+		})
+	}
 }
