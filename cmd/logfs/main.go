@@ -152,9 +152,6 @@ type silentError struct{ code int }
 
 func (e silentError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// oneLine folds an error into a single line: errors.Join separates with
-// newlines, and the package prefixes of sentinel errors mean nothing to a
-// user of the command.
 // fileLimitHint says, for an error of a process out of file descriptors,
 // what logfs holds them for and how to allow more: a data directory with
 // thousands of partitions meets the limit before anything else.
@@ -170,12 +167,35 @@ func fileLimitHint(err error) string {
 		"and three for each it creates or appends to)", lim.Cur)
 }
 
+// oneLine folds an error into a single line: errors.Join separates with
+// newlines, and the package prefixes of sentinel errors mean nothing to a
+// user of the command.
 func oneLine(err error) string {
 	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 	for _, pkg := range []string{"storage", "record", "index", "recovery", "vfs", "fs"} {
-		msg = strings.ReplaceAll(msg, "logfs/"+pkg+": ", "")
+		msg = dropPrefix(msg, "logfs/"+pkg+": ")
 	}
-	return strings.ReplaceAll(msg, "logfs: ", "")
+	return dropPrefix(msg, "logfs: ")
+}
+
+// dropPrefix removes p where it begins msg or a part of it (after ": ",
+// "; " or "("), as a wrapped sentinel error does, and keeps it anywhere else: a
+// path or value that ends in "logfs" (/var/lib/logfs: …, -o gid=logfs: …)
+// is named whole.
+func dropPrefix(msg, p string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(msg, p)
+		if i < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		b.WriteString(msg[:i])
+		if done := b.String(); done != "" && !strings.HasSuffix(done, ": ") && !strings.HasSuffix(done, "; ") && !strings.HasSuffix(done, "(") {
+			b.WriteString(p)
+		}
+		msg = msg[i+len(p):]
+	}
 }
 
 // args checks the number of positional arguments and names the missing
