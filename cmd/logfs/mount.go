@@ -208,6 +208,13 @@ func (m *mountArgs) share() os.FileMode {
 }
 
 func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
+	// A stderr nobody reads any more (`logfs mount … 2>&1 | tee log` and
+	// Ctrl-C, which ends tee too; a mount helper parent gone before the
+	// mount is ready) must not kill the mount with SIGPIPE on its next
+	// line, "unmounting" say, leaving a stale mount and a log to recover:
+	// with SIGPIPE asked for, such a write fails with EPIPE instead. (Not
+	// signal.Ignore, which fusermount3 would inherit.)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	if err := takeClusterOptions(&m); err != nil {
 		return err
 	}

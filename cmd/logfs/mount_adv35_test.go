@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/logfs/logfs/internal/fusetest"
+)
+
+// startPipedMount runs `logfs mount ARGS… MOUNTPOINT` in dir with stderr
+// a pipe of the test's, and returns once the ready line came through it,
+// with the pipe's read end: what `logfs mount … 2>&1 | tee mount.log`
+// gives the mount. The process and its mount are taken down when the test
+// ends, whatever happens.
+func startPipedMount(t *testing.T, dir, mountpoint string, args ...string) (*exec.Cmd, *os.File, *exited) {
+	t.Helper()
+	fusetest.Require(t)
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	cmd := exec.Command(logfsBin, append(append([]string{"mount"}, args...), mountpoint)...)
+	cmd.Dir = dir
+	cmd.Stderr = w
+	require.NoError(t, cmd.Start())
+	w.Close()
+	done := &exited{ch: make(chan struct{})}
+	go func() {
+		done.err = cmd.Wait()
+		close(done.ch)
+	}()
+	t.Cleanup(func() {
+		r.Close()
+		cmd.Process.Kill()
+		<-done.ch
+		if mounted(mountpoint) {
+			fusetest.Unmount(mountpoint, true)
+		}
+	})
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "ready:") {
+				lines <- sc.Text()
+				return
+			}
+		}
+		close(lines)
+	}()
+	select {
+	case l, ok := <-lines:
+		require.True(t, ok, "logfs mount ended before it was ready")
+		require.Contains(t, l, "ready:")
+	case <-time.After(15 * time.Second):
+		t.Fatal("logfs mount not ready after 15 s")
+	}
+	return cmd, r, done
+}
+
+// exited is closed once a process has ended, and then holds how.
+type exited struct {
+	ch  chan struct{}
+	err error
+}
+
+// wait waits up to 15 s for the process to end and returns how it ended.
+func (e *exited) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-e.ch:
+		return e.err
+	case <-time.After(15 * time.Second):
+		t.Fatal("the process did not end within 15 s")
+		return nil
+	}
+}
+
+// TestMountStopsCleanlyAfterItsStderrCloses: `logfs mount ./mnt 2>&1 | tee
+// log` and Ctrl-C, which ends tee as well: the mount's stderr is then a
+// pipe nobody reads. The mount must still unmount and close the log
+// cleanly, not die of SIGPIPE on its "unmounting" line, which would leave
+// a stale mount and a data directory to recover.
+func TestMountStopsCleanlyAfterItsStderrCloses(t *testing.T) {
+	dir := t.TempDir()
+	mp := filepath.Join(dir, "mnt")
+	cmd, r, done := startPipedMount(t, dir, mp, "--data", "data")
+	require.NoError(t, os.Mkdir(filepath.Join(mp, "t"), 0o755))
+	appendLine(t, filepath.Join(mp, "t", "0", "append"), "kept\n")
+
+	require.NoError(t, r.Close()) // tee is gone
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	require.NoError(t, done.wait(t), "the mount ends with status 0, not killed by SIGPIPE")
+	require.False(t, mounted(mp), "no stale mount left")
+	require.FileExists(t, filepath.Join(dir, "data", ".kafka_cleanshutdown"))
+	require.Equal(t, "kept\n", ok(t, dir, "", "consume", "--data", "data", "--offset", "0", "t", "0"))
+}
