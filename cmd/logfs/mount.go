@@ -113,14 +113,19 @@ fuse3 package).`,
 func parseMountOptions(m *mountArgs) (storage.Overrides, error) {
 	defaults := storage.Overrides{}
 	m.retentionCheck = defaultRetentionCheck
+	// ro and rw are not "the last word wins", as in mount(8) (which hands a
+	// helper only one of them): -o rw after --read-only or -o ro used to
+	// make a mount meant to be read-only writable, of a broker's directory
+	// say. Both at once are refused.
+	flagRO, ro, rw := m.readOnly, false, false
 	for _, list := range m.options {
 		for _, o := range strings.Split(list, ",") {
 			switch o = strings.TrimSpace(o); o {
 			case "":
 			case "ro":
-				m.readOnly = true
+				ro = true
 			case "rw":
-				m.readOnly = false
+				rw = true
 			case "allow_other":
 				m.allowOther = true
 			case "default_permissions": // always on
@@ -151,6 +156,14 @@ func parseMountOptions(m *mountArgs) (storage.Overrides, error) {
 			}
 		}
 	}
+	if rw && (ro || flagRO) {
+		other := "-o ro"
+		if flagRO {
+			other = "--read-only"
+		}
+		return nil, usageErrorf("-o rw contradicts %s: give one of them, to say whether the mount is read-only", other)
+	}
+	m.readOnly = flagRO || ro
 	return defaults, nil
 }
 

@@ -101,3 +101,30 @@ func TestMountStopsCleanlyAfterItsStderrCloses(t *testing.T) {
 	require.FileExists(t, filepath.Join(dir, "data", ".kafka_cleanshutdown"))
 	require.Equal(t, "kept\n", ok(t, dir, "", "consume", "--data", "data", "--offset", "0", "t", "0"))
 }
+
+// TestMountReadOnlyIsNeverLost: -o rw beside --read-only or -o ro (a unit's
+// ExecStart with --read-only and fstab habits "-o defaults,rw,noatime")
+// must not make a read-only mount writable, as the last word used to.
+// Either says what the mount is, so both together are refused in one line,
+// before anything is created. (The mount point is a file, so that a mount
+// that takes the words fails there instead of staying up.)
+func TestMountReadOnlyIsNeverLost(t *testing.T) {
+	dir := t.TempDir()
+	ok(t, dir, "", "topic", "create", "--data", "data", "t")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "file"), nil, 0o644))
+	before := snapshot(t, filepath.Join(dir, "data"))
+	for name, args := range map[string][]string{
+		"flag then rw":    {"--read-only", "-o", "defaults,rw,noatime"},
+		"rw then flag":    {"-o", "rw", "--read-only"},
+		"ro,rw":           {"-o", "ro,rw"},
+		"rw,ro":           {"-o", "rw,ro"},
+		"two -o":          {"-o", "ro", "-o", "rw"},
+		"flag, ro and rw": {"--read-only", "-o", "ro", "-o", "rw"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			args := append(append([]string{"mount", "--data", "data"}, args...), "file")
+			fails(t, dir, exitUsage, "-o rw contradicts", args...)
+		})
+	}
+	require.Equal(t, before, snapshot(t, filepath.Join(dir, "data")))
+}
