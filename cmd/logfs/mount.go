@@ -243,6 +243,9 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	}
 	// Refuse a bad mount point, or a machine where FUSE cannot work,
 	// before the data directory is created or recovered.
+	if err := checkApart(m.dir, mountpoint); err != nil {
+		return err
+	}
 	if m.readOnly {
 		if err := checkDataDirExists(m.dir); err != nil {
 			return err
@@ -348,4 +351,49 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	}
 	fmt.Fprintf(stderr, "logfs mount: unmounted %s; %s closed cleanly\n", mp, l.Dir())
 	return nil
+}
+
+// checkApart refuses a mount point that is the data directory, lies
+// inside it or holds it. Mounted inside its data directory, the mount is
+// in the way of everything that walks the directory (du, backups, chown
+// -R); over it, it hides the directory; and either way the folder the
+// mount would need empty was filled by the data directory's first open,
+// so that the mount failed only after creating it, and every later try
+// too.
+func checkApart(dir, mountpoint string) error {
+	d, mp := resolvedPath(dir), resolvedPath(mountpoint)
+	switch {
+	case d == mp:
+		return fmt.Errorf("mount point %s is the data directory: mount it on an empty folder elsewhere", mountpoint)
+	case isBelow(mp, d):
+		return fmt.Errorf("mount point %s is inside the data directory %s: mount it on an empty folder outside it", mountpoint, dir)
+	case isBelow(d, mp):
+		return fmt.Errorf("data directory %s is inside the mount point %s, which the mount would hide: give one outside it", dir, mountpoint)
+	}
+	return nil
+}
+
+// resolvedPath is p made absolute, with the symbolic links of the part of
+// it that exists resolved, so that two names of one folder are equal.
+func resolvedPath(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	rest := ""
+	for q := abs; ; q = filepath.Dir(q) {
+		if real, err := filepath.EvalSymlinks(q); err == nil {
+			return filepath.Join(real, rest)
+		}
+		if filepath.Dir(q) == q {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(q), rest)
+	}
+}
+
+// isBelow reports whether path p lies inside folder dir (both clean and
+// absolute).
+func isBelow(p, dir string) bool {
+	return strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }

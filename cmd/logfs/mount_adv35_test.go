@@ -128,3 +128,69 @@ func TestMountReadOnlyIsNeverLost(t *testing.T) {
 	}
 	require.Equal(t, before, snapshot(t, filepath.Join(dir, "data")))
 }
+
+// runBounded runs logfs ARGS… in dir like logfs(), but for at most 5 s:
+// a mount that should have been refused and stays up instead is stopped
+// with SIGTERM (status -1), and mounts is unmounted when the test ends.
+func runBounded(t *testing.T, dir string, mounts []string, args ...string) result {
+	t.Helper()
+	t.Cleanup(func() {
+		for _, mp := range mounts {
+			if mounted(mp) {
+				fusetest.Unmount(mp, true)
+			}
+		}
+	})
+	cmd := exec.Command(logfsBin, args...)
+	cmd.Dir = dir
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return result{out.String(), errOut.String(), exitCode(t, err)}
+	case <-time.After(5 * time.Second):
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		return result{out.String(), errOut.String(), -1}
+	}
+}
+
+// TestMountPointAndDataApart: a mount point that is the data directory,
+// lies inside it or holds it is refused in one line before anything is
+// created or opened. It used to mount inside its own data directory
+// (where every walk of the directory then went through the mount), or to
+// create the data directory, lock and all, in the mount point and only
+// then find the mount point not empty, so that every later try failed.
+func TestMountPointAndDataApart(t *testing.T) {
+	fusetest.Require(t)
+	dir := t.TempDir()
+	ok(t, dir, "", "topic", "create", "--data", "old", "t")
+	require.NoError(t, os.Symlink("old", filepath.Join(dir, "link")))
+	before := snapshot(t, filepath.Join(dir, "old"))
+	for name, tc := range map[string]struct{ data, mp, want string }{
+		"same, new":           {"new", "new", "is the data directory"},
+		"mount point in new":  {"new", "new/mnt", "is inside the data directory"},
+		"new in mount point":  {"mnt/new", "mnt", "is inside the mount point"},
+		"mount point in old":  {"old", "old/mnt", "is inside the data directory"},
+		"through a link":      {"link", "old/mnt", "is inside the data directory"},
+		"mount point by link": {"old", "link/mnt", "is inside the data directory"},
+		"same, old":           {"old", "link", "is the data directory"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			mp := filepath.Join(dir, tc.mp)
+			r := runBounded(t, dir, []string{mp, filepath.Join(dir, "old", "mnt")}, "mount", "--data", tc.data, tc.mp)
+			requireOneLineError(t, r, exitFailure, tc.want)
+			require.NoDirExists(t, filepath.Join(dir, "new"))
+			require.NoDirExists(t, filepath.Join(dir, "mnt"))
+			require.Equal(t, before, snapshot(t, filepath.Join(dir, "old")))
+		})
+	}
+}
