@@ -295,7 +295,14 @@ func checkMountpoint(dir string) (string, error) {
 	case !fi.IsDir():
 		return "", fmt.Errorf("%w: %s is not a directory", ErrMountpoint, mp)
 	}
-	mounted, err := isMountpoint(mp)
+	// mountinfo names mount points by their real paths: a mount point given
+	// through a symbolic link is looked up by the folder it leads to, or a
+	// second mount there would be taken for none and stacked on the first.
+	real := mp
+	if r, err := filepath.EvalSymlinks(mp); err == nil {
+		real = r
+	}
+	mounted, err := isMountpoint(real)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrMountpoint, err)
 	}

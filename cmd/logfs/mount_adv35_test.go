@@ -194,3 +194,21 @@ func TestMountPointAndDataApart(t *testing.T) {
 		})
 	}
 }
+
+// TestMountTwiceThroughALink: a second mount on a mount point named by a
+// symbolic link is refused as already mounted, as it is by its own name.
+// It used to be mounted on top, hiding the first mount and its topics.
+func TestMountTwiceThroughALink(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	require.NoError(t, os.Mkdir(real, 0o755))
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink("real", link))
+	startMount(t, dir, link, "--data", "one")
+	require.True(t, mounted(real))
+	for _, mp := range []string{link, real} {
+		r := runBounded(t, dir, []string{real}, "mount", "--data", "two", mp)
+		requireOneLineError(t, r, exitFailure, "is already a mount point")
+		require.NoDirExists(t, filepath.Join(dir, "two"))
+	}
+}
