@@ -13,4 +13,10 @@ var (
 	// ErrMountpoint is returned when the mount point is not an empty
 	// directory, or is already a mount point.
 	ErrMountpoint = errors.New("logfs: bad mount point")
+
+	// ErrDetached is returned by Server.Unmount when the mount is no
+	// longer attached anywhere, after `umount -l` while files of it were
+	// open: there is nothing to unmount, and the mount ends (Wait returns)
+	// once the last of them is closed.
+	ErrDetached = errors.New("logfs: unmounted lazily (umount -l); it ends once the files and folders still open in it are closed")
 )

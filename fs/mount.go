@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -149,7 +150,10 @@ type Server struct {
 	fsys       *logFS
 	srv        *fuse.Server
 	mountpoint string
-	done       chan struct{}
+	// dev is the mount's device ("major:minor" in mountinfo), by which
+	// Unmount finds it wherever it is now; "" if it could not be read.
+	dev  string
+	done chan struct{}
 }
 
 // Mount serves l at mountpoint, which must be an empty directory that is
@@ -218,7 +222,7 @@ func Mount(mountpoint string, l *storage.Log, o Options) (*Server, error) {
 	if err := RaiseReadAhead(mp); err != nil {
 		o.Logger.Debug("logfs: read-ahead window left at the kernel's default", "err", err)
 	}
-	s := &Server{fsys: f, srv: srv, mountpoint: mp, done: make(chan struct{})}
+	s := &Server{fsys: f, srv: srv, mountpoint: mp, dev: mountDevice(mp), done: make(chan struct{})}
 	go func() {
 		srv.Wait()
 		f.shutdown()
@@ -239,17 +243,109 @@ func (s *Server) Wait() { <-s.done }
 // Unmount unmounts the file system and waits until it is served no more.
 // It fails (EBUSY) while a process has a file of the mount open or its
 // working directory in it; the mount then stays up.
+//
+// The mount is found by its device, not by the path it was mounted on: a
+// mount point moved away (its parent folder renamed) is unmounted where it
+// is now, and whatever was mounted at the old path since is left alone.
+// A mount detached by `umount -l` has nothing left to unmount: that is
+// ErrDetached, and Wait returns once its last open file is closed.
 func (s *Server) Unmount() error {
 	select {
 	case <-s.done:
 		return nil
 	default:
 	}
-	if err := s.srv.Unmount(); err != nil {
-		return fmt.Errorf("logfs: unmount %s: %w", s.mountpoint, err)
+	points := []string{s.mountpoint}
+	if s.dev != "" {
+		var err error
+		if points, err = mountPoints(s.dev); err != nil {
+			return fmt.Errorf("logfs: unmount %s: %w", s.mountpoint, err)
+		}
+	}
+	if len(points) == 0 {
+		select {
+		case <-s.done: // it ended meanwhile
+			return nil
+		default:
+			return ErrDetached
+		}
+	}
+	for _, p := range points {
+		var err error
+		if p == s.mountpoint {
+			err = s.srv.Unmount()
+		} else {
+			err = unmountMoved(p)
+		}
+		if err != nil {
+			return fmt.Errorf("logfs: unmount %s: %w", p, err)
+		}
 	}
 	<-s.done
 	return nil
+}
+
+// unmountMoved unmounts the mount at p, one of ours that is no longer
+// where go-fuse mounted it, as go-fuse unmounts: mount(2)'s umount as root,
+// else fusermount3, trying again a few times while the kernel may still
+// be letting go of files just closed.
+func unmountMoved(p string) error {
+	var err error
+	for try, delay := 0, time.Duration(0); try < 5; try++ {
+		if os.Geteuid() == 0 {
+			err = syscall.Unmount(p, 0)
+		}
+		if bin := fuseenv.Fusermount(); (os.Geteuid() != 0 || err != nil) && bin != "" {
+			if out, ferr := exec.Command(bin, "-u", p).CombinedOutput(); ferr != nil {
+				err = fmt.Errorf("%v: %s", ferr, strings.TrimSpace(string(out)))
+			} else {
+				err = nil
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		delay = 2*delay + 5*time.Millisecond
+		time.Sleep(delay)
+	}
+	return err
+}
+
+// mountDevice returns the device ("major:minor") of the mount at mp, the
+// one on top if several are stacked there, or "" if there is none.
+func mountDevice(mp string) string {
+	real := mp
+	if r, err := filepath.EvalSymlinks(mp); err == nil {
+		real = r
+	}
+	mounts, err := readMountinfo()
+	if err != nil {
+		return ""
+	}
+	dev := ""
+	for _, m := range mounts {
+		if m.point == real {
+			dev = m.dev // later lines are mounted on top of earlier ones
+		}
+	}
+	return dev
+}
+
+// mountPoints returns where the mount of device dev is attached in this
+// mount namespace: none once it is detached, several with bind mounts of
+// it. A FUSE device is never reused while its server still has it open.
+func mountPoints(dev string) ([]string, error) {
+	mounts, err := readMountinfo()
+	if err != nil {
+		return nil, err
+	}
+	var points []string
+	for _, m := range mounts {
+		if m.dev == dev {
+			points = append(points, m.point)
+		}
+	}
+	return points, nil
 }
 
 // panicked is go-fuse's PanicHandler: a bug in a node method fails that
@@ -348,7 +444,7 @@ func isMountpoint(mp string) (bool, error) {
 
 // mountinfo is one line of /proc/self/mountinfo.
 type mountinfo struct {
-	point, fstype, source string
+	dev, point, fstype, source string
 }
 
 func readMountinfo() ([]mountinfo, error) {
@@ -366,7 +462,7 @@ func readMountinfo() ([]mountinfo, error) {
 		if len(fields) < 5 {
 			continue
 		}
-		m := mountinfo{point: unescapeMountinfo(fields[4])}
+		m := mountinfo{dev: fields[2], point: unescapeMountinfo(fields[4])}
 		for i, f := range fields {
 			if f == "-" && i+2 < len(fields) {
 				m.fstype, m.source = fields[i+1], unescapeMountinfo(fields[i+2])

@@ -332,7 +332,13 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 		select {
 		case s := <-sig:
 			logger.Info("unmounting", "signal", s.String(), "mountpoint", mp)
-			if err := srv.Unmount(); err != nil {
+			if err := srv.Unmount(); errors.Is(err, mountfs.ErrDetached) {
+				// umount -l came first: the mount ends with its last open
+				// file, and done says when.
+				fmt.Fprintf(stderr, "logfs mount: %s was %s\n", mp, oneLine(err))
+				announceStopping()
+				continue
+			} else if err != nil {
 				// Busy: a shell has its working directory in the mount, or
 				// a file is open. Keep serving; the next signal tries again.
 				fmt.Fprintf(stderr, "logfs mount: %s; still mounted: close what uses it and press Ctrl-C again\n", oneLine(err))

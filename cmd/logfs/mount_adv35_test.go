@@ -212,3 +212,67 @@ func TestMountTwiceThroughALink(t *testing.T) {
 		require.NoDirExists(t, filepath.Join(dir, "two"))
 	}
 }
+
+// TestMountStopUnmountsItsOwnMount moves a mount point away while it is
+// mounted (its parent folder renamed) and mounts another data directory
+// where it was. SIGTERM to the first mount must unmount the first mount,
+// where it is now, and leave the second alone. It used to unmount by the
+// old path: the second mount went, and the first kept serving, waiting
+// for an unmount that never came.
+func TestMountStopUnmountsItsOwnMount(t *testing.T) {
+	dir := t.TempDir()
+	oldMP, newMP := filepath.Join(dir, "p", "mnt"), filepath.Join(dir, "q", "mnt")
+	require.NoError(t, os.MkdirAll(oldMP, 0o755))
+	first := startMount(t, dir, oldMP, "--data", "one")
+	require.NoError(t, os.Rename(filepath.Join(dir, "p"), filepath.Join(dir, "q")))
+	t.Cleanup(func() {
+		if mounted(newMP) {
+			fusetest.Unmount(newMP, true)
+		}
+	})
+	require.True(t, mounted(newMP))
+	require.NoError(t, os.MkdirAll(oldMP, 0o755))
+	second := startMount(t, dir, oldMP, "--data", "two")
+
+	require.NoError(t, first.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, first.wait(t), first.stderr())
+	require.False(t, mounted(newMP), "the first mount is gone from where it was moved to")
+	require.FileExists(t, filepath.Join(dir, "one", ".kafka_cleanshutdown"))
+	require.True(t, mounted(oldMP), "the second mount is still there")
+	var st syscall.Statfs_t
+	require.NoError(t, syscall.Statfs(oldMP, &st), "and answers")
+	require.NoFileExists(t, filepath.Join(dir, "two", ".kafka_cleanshutdown"))
+	require.NoError(t, second.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, second.wait(t), second.stderr())
+}
+
+// TestMountStopAfterLazyUmount: after `umount -l` while a file of the
+// mount is open, SIGTERM finds nothing to unmount. The mount says so and
+// ends once the file is closed, cleanly, with what was appended through
+// the open file after the detach.
+func TestMountStopAfterLazyUmount(t *testing.T) {
+	dir := t.TempDir()
+	mp := filepath.Join(dir, "mnt")
+	m := startMount(t, dir, mp, "--data", "data")
+	require.NoError(t, os.Mkdir(filepath.Join(mp, "t"), 0o755))
+	f, err := os.OpenFile(filepath.Join(mp, "t", "0", "append"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.WriteString("before\n")
+	require.NoError(t, err)
+	require.NoError(t, fusetest.Unmount(mp, true))
+	require.False(t, mounted(mp))
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
+	_, err = f.WriteString("after\nand a last line")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return strings.Contains(m.stderr(), "unmounted lazily") }, 10*time.Second, 20*time.Millisecond, "no word that umount -l came first")
+	select {
+	case <-m.done:
+		t.Fatal("the mount ended while a file of it was still open")
+	default:
+	}
+	require.NoError(t, f.Close())
+	require.Equal(t, 0, m.wait(t), m.stderr())
+	require.FileExists(t, filepath.Join(dir, "data", ".kafka_cleanshutdown"))
+	require.Equal(t, "before\nafter\nand a last line\n", ok(t, dir, "", "consume", "--data", "data", "--offset", "0", "t", "0"))
+}
