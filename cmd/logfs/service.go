@@ -50,7 +50,7 @@ func announceReady(mp, status string) error {
 	if err := mountAnswers(mp); err != nil {
 		return err
 	}
-	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS="+status); err != nil {
+	if err := sdNotify(daemon.SdNotifyReady + "\nSTATUS=" + status); err != nil {
 		fmt.Fprintf(progressOut, "logfs mount: telling systemd the mount is ready: %v\n", err)
 	}
 	if s := os.Getenv(envReadyFD); s != "" {
@@ -74,7 +74,9 @@ func announceReady(mp, status string) error {
 
 // announceStopping tells systemd the mount is going down.
 func announceStopping() {
-	daemon.SdNotify(false, daemon.SdNotifyStopping)
+	if err := sdNotify(daemon.SdNotifyStopping); err != nil {
+		fmt.Fprintf(progressOut, "logfs mount: telling systemd the mount is stopping: %v\n", err)
+	}
 }
 
 // announceStatus sends a STATUS line to systemd, and, as long work keeps
@@ -88,7 +90,33 @@ func announceStatus(status string, extend time.Duration) {
 	if extend > 0 {
 		msg += fmt.Sprintf("\nEXTEND_TIMEOUT_USEC=%d", extend.Microseconds())
 	}
-	daemon.SdNotify(false, msg)
+	sdNotify(msg)
+}
+
+// notifyTimeout bounds how long a message to systemd may wait.
+const notifyTimeout = 3 * time.Second
+
+// sdNotify sends state to systemd's NOTIFY_SOCKET, if there is one, as
+// daemon.SdNotify does, but gives up after notifyTimeout: the socket is a
+// datagram socket whose queue, when its reader does not read (a systemd
+// that hangs, a NOTIFY_SOCKET inherited from something that never reads
+// it), blocks a write for good, and with it the mount: never ready, deaf
+// to SIGTERM before it is, and never closing the log as it stops.
+func sdNotify(state string) error {
+	name := os.Getenv("NOTIFY_SOCKET")
+	if name == "" {
+		return nil
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: name, Net: "unixgram"})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := conn.SetWriteDeadline(time.Now().Add(notifyTimeout)); err != nil {
+		return err
+	}
+	_, err = conn.Write([]byte(state))
+	return err
 }
 
 // detachStderr points stderr at the journal when there is one (its
