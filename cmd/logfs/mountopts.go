@@ -14,15 +14,17 @@ import (
 //     device, set-uid or executable, so each way is the same (the mount is
 //     always nodev,nosuid);
 //   - fstab's and mount(8)'s own words (auto, noauto, user, users, owner,
-//     group, nofail, _netdev, defaults, x-…, comment=…), which mount(8)
-//     and systemd read and which reach a mount helper all the same;
+//     group and their no… forms, nofail, _netdev, defaults, x-…, X-…,
+//     comment=…), which mount(8) and systemd read and which reach a mount
+//     helper all the same (an fstab "user=NAME" reaches it as such);
 //   - async: writes reach the page cache and are flushed per flush.ms.
 var ignoredMountOptions = map[string]bool{
 	"noatime": true, "atime": true, "relatime": true, "norelatime": true, "strictatime": true,
 	"nostrictatime": true, "lazytime": true, "nolazytime": true, "nodiratime": true, "diratime": true,
 	"nodev": true, "dev": true, "nosuid": true, "suid": true, "noexec": true, "exec": true,
-	"auto": true, "noauto": true, "user": true, "nouser": true, "users": true, "owner": true,
-	"group": true, "nofail": true, "_netdev": true, "defaults": true, "async": true,
+	"auto": true, "noauto": true, "user": true, "nouser": true, "users": true, "nousers": true,
+	"owner": true, "noowner": true, "group": true, "nogroup": true, "nofail": true, "_netdev": true,
+	"defaults": true, "async": true,
 }
 
 // ignoredMountOption reports whether o is one of ignoredMountOptions, or a
@@ -31,7 +33,7 @@ func ignoredMountOption(o string) bool {
 	if ignoredMountOptions[o] {
 		return true
 	}
-	for _, prefix := range []string{"x-", "comment=", "fsname=", "subtype="} {
+	for _, prefix := range []string{"x-", "X-", "comment=", "user=", "fsname=", "subtype="} {
 		if strings.HasPrefix(o, prefix) {
 			return true
 		}
