@@ -62,11 +62,26 @@ func helperArgs(args []string) (mountArgs []string, fake bool, err error) {
 	if len(pos) != 2 {
 		return nil, false, fmt.Errorf("want DATA and MOUNTPOINT, got %d argument(s)", len(pos))
 	}
-	mountArgs = []string{"mount", "--data", pos[0]}
+	// A source written as mount.fuse3 takes one, TYPE#SOURCE, names the
+	// data directory SOURCE: taken whole it was a folder "logfs#" made in
+	// the caller's directory.
+	data, mp := strings.TrimPrefix(pos[0], "logfs#"), pos[1]
+	if data == "" || mp == "" {
+		return nil, false, errors.New("DATA and MOUNTPOINT must not be empty")
+	}
+	// The mount runs in / (see runMountHelper): paths relative to the
+	// caller's folder are made absolute here.
+	if data, err = filepath.Abs(data); err == nil {
+		mp, err = filepath.Abs(mp)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	mountArgs = []string{"mount", "--data", data}
 	for _, o := range opts {
 		mountArgs = append(mountArgs, "-o", o)
 	}
-	return append(mountArgs, pos[1]), fake, nil
+	return append(mountArgs, mp), fake, nil
 }
 
 // runMountHelper is main for the mount helper.
@@ -92,6 +107,10 @@ func runMountHelper(name string, args []string, stderr io.Writer) int {
 	}
 	cmd := exec.Command(self, margs...)
 	cmd.Args[0] = "logfs"
+	// In /, as daemons run: the caller's working directory, kept for the
+	// life of the mount, would keep the file system it is on busy
+	// ("target is busy" for its umount).
+	cmd.Dir = "/"
 	cmd.Env = append(os.Environ(), envReadyFD+"=3")
 	cmd.ExtraFiles = []*os.File{readyW}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives the helper and its terminal
