@@ -95,6 +95,17 @@ func runMountHelper(name string, args []string, stderr io.Writer) int {
 		return fail(exitUsage, "%v (usage: %s DATA MOUNTPOINT [-o OPTIONS])", err, filepath.Base(name))
 	}
 	if fake {
+		// -f: everything but the mount, so the options are checked as
+		// the mount would check them (`mount -fv` tries an fstab line).
+		m := mountArgs{}
+		for i := 0; i+1 < len(margs); i++ {
+			if margs[i] == "-o" {
+				m.options = append(m.options, margs[i+1])
+			}
+		}
+		if _, err := parseMountOptions(&m); err != nil {
+			return fail(exitUsage, "%s", oneLine(err))
+		}
 		return exitOK
 	}
 	self, err := os.Executable()

@@ -143,6 +143,27 @@ func TestHelperTypeHashSource(t *testing.T) {
 	require.NoDirExists(t, filepath.Join(dir, "logfs#"))
 }
 
+// TestHelperFakeChecksOptions: `mount -f` (-f: do everything but the
+// mount) checks the options as a real mount would, and mounts nothing. It
+// used to return 0 whatever they were, so `mount -fv` said an fstab line
+// with a mistyped option was fine.
+func TestHelperFakeChecksOptions(t *testing.T) {
+	dir := t.TempDir()
+	helper := helperBin(t, "mount.fuse.logfs")
+	data, mp := filepath.Join(dir, "data"), filepath.Join(dir, "mnt")
+	require.NoError(t, os.Mkdir(mp, 0o755))
+	r := runHelper(t, helper, data, mp, "-f", "-o", "rw,retention.ms=86400000,nofail")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = runHelper(t, helper, data, mp, "-f", "-o", "rw,retenton.ms=86400000")
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
+	require.Contains(t, r.stderr, "-o retenton.ms=86400000")
+	r = runHelper(t, helper, data, mp, "-f", "-o", "ro,rw")
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.False(t, mounted(mp))
+	require.NoDirExists(t, data)
+}
+
 // TestHelperReportsTheMountsFailure (holds): a mount that fails reaches the
 // helper's caller as the mount's one line and status, and leaves nothing
 // mounted or created.
