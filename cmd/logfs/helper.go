@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // The mount helper: mount(8) runs /sbin/mount.fuse.logfs for
@@ -141,6 +142,16 @@ func runMountHelper(name string, args []string, stderr io.Writer) int {
 	line, _ := bufio.NewReader(readyR).ReadString('\n')
 	readyR.Close()
 	if line == "ready\n" {
+		// What the mount said before it was ready (a warning about its
+		// options, the report of a recovery) is the caller's to see, as
+		// it is on failure: it is nowhere else, as the mount logs to the
+		// journal only from now on. Its stderr left the pipe before the
+		// ready line, so the pipe has ended.
+		select {
+		case out := <-said:
+			fmt.Fprint(stderr, out)
+		case <-time.After(time.Second):
+		}
 		cmd.Process.Release()
 		return exitOK
 	}

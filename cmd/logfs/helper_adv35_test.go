@@ -164,6 +164,34 @@ func TestHelperFakeChecksOptions(t *testing.T) {
 	require.NoDirExists(t, data)
 }
 
+// TestHelperPassesOnWhatTheMountSaid: what the mount says before it is
+// ready (a warning about its options, the report of a recovery after a
+// crash) reaches mount(8)'s caller when the mount succeeds, as it does when
+// it fails. It used to be read and dropped: shown nowhere, not even in the
+// journal, as the mount writes there only once it is ready.
+func TestHelperPassesOnWhatTheMountSaid(t *testing.T) {
+	fusetest.Require(t)
+	dir := t.TempDir()
+	helper := helperBin(t, "mount.fuse.logfs")
+	data, mp := filepath.Join(dir, "data"), filepath.Join(dir, "mnt")
+	// A data directory to recover: a mount killed after an append.
+	m := startMount(t, dir, mp, "--data", data)
+	require.NoError(t, os.Mkdir(filepath.Join(mp, "t"), 0o755))
+	appendLine(t, filepath.Join(mp, "t", "0", "append"), "x\n")
+	require.NoError(t, m.cmd.Process.Kill())
+	<-m.done
+	require.NoError(t, fusetest.Unmount(mp, true))
+
+	r := runHelper(t, helper, data, mp, "-o", "rw,umask=022")
+	require.Equal(t, 0, r.code, r.stderr)
+	helperMounted(t, mp, data)
+	require.Contains(t, r.stderr, "-o umask= shares nothing without --allow-other")
+	require.Contains(t, r.stderr, "not shut down cleanly; recovering")
+	require.NotContains(t, r.stderr, "ready:", "the ready line is the mount's own, for its foreground use")
+	require.NoError(t, fusetest.Unmount(mp, false))
+	waitFile(t, filepath.Join(data, ".kafka_cleanshutdown"))
+}
+
 // TestHelperReportsTheMountsFailure (holds): a mount that fails reaches the
 // helper's caller as the mount's one line and status, and leaves nothing
 // mounted or created.
