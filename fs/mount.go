@@ -398,11 +398,19 @@ func checkMountpoint(dir string) (string, error) {
 	if r, err := filepath.EvalSymlinks(mp); err == nil {
 		real = r
 	}
-	mounted, err := isMountpoint(real)
+	top, err := topMount(real)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrMountpoint, err)
 	}
-	if mounted {
+	if top == "autofs" {
+		// An automount point (fstab's x-systemd.automount): systemd runs
+		// the mount, so this one, on its first access, with autofs still
+		// mounted here, to be mounted over. Reading the folder would wait
+		// on the automount, which waits on this mount: it is not looked
+		// into.
+		return mp, nil
+	}
+	if top != "" {
 		// A FUSE mount whose server died may still answer stat from
 		// attributes the kernel cached (default_permissions checks
 		// them without asking); statfs always asks the server.
@@ -426,20 +434,23 @@ func checkMountpoint(dir string) (string, error) {
 	return mp, nil
 }
 
-// isMountpoint reports whether mp is listed as a mount point in
-// /proc/self/mountinfo (which also catches bind mounts of the same file
-// system, that comparing st_dev with the parent would miss).
-func isMountpoint(mp string) (bool, error) {
+// topMount returns the file system type of what is mounted at mp, the
+// last mounted if several are stacked there, or "" if mp is not listed as
+// a mount point in /proc/self/mountinfo (which also catches bind mounts
+// of the same file system, that comparing st_dev with the parent would
+// miss).
+func topMount(mp string) (string, error) {
 	mounts, err := readMountinfo()
 	if err != nil {
-		return false, err
+		return "", err
 	}
+	top := ""
 	for _, m := range mounts {
 		if m.point == mp {
-			return true, nil
+			top = m.fstype // later lines are mounted on top of earlier ones
 		}
 	}
-	return false, nil
+	return top, nil
 }
 
 // mountinfo is one line of /proc/self/mountinfo.
@@ -447,8 +458,12 @@ type mountinfo struct {
 	dev, point, fstype, source string
 }
 
+// mountinfoPath is where readMountinfo reads; tests point it at a file of
+// their own.
+var mountinfoPath = "/proc/self/mountinfo"
+
 func readMountinfo() ([]mountinfo, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	f, err := os.Open(mountinfoPath)
 	if err != nil {
 		return nil, err
 	}
