@@ -2,9 +2,11 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -59,4 +61,90 @@ func TestNotifySocketNobodyReads(t *testing.T) {
 	require.NoError(t, done.wait(t))
 	require.False(t, mounted(mp))
 	require.FileExists(t, filepath.Join(dir, "data", ".kafka_cleanshutdown"))
+}
+
+// TestNotifySocketBogus (holds): a NOTIFY_SOCKET that is no socket, or
+// one nobody listens on, or of a kind go cannot dial, does not keep the
+// mount from starting and stopping cleanly.
+func TestNotifySocketBogus(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	for name, sock := range map[string]string{
+		"missing":        filepath.Join(dir, "nothing"),
+		"directory":      dir,
+		"regular file":   file,
+		"vsock":          "vsock:2:1234",
+		"abstract, none": "@logfs-adv35-nobody-listens",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("NOTIFY_SOCKET", sock)
+			mp := filepath.Join(dir, "mnt")
+			m := startMount(t, dir, mp, "--data", "data")
+			require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
+			require.Equal(t, 0, m.wait(t), m.stderr())
+			require.FileExists(t, filepath.Join(dir, "data", ".kafka_cleanshutdown"))
+		})
+	}
+}
+
+// TestNotifyAbstractSocket (holds): systemd may give an abstract socket
+// ("@name"); READY=1 and STOPPING=1 reach it.
+func TestNotifyAbstractSocket(t *testing.T) {
+	name := fmt.Sprintf("@logfs-adv35-%d", os.Getpid())
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: name, Net: "unixgram"})
+	require.NoError(t, err)
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", name)
+	dir := t.TempDir()
+	m := startMount(t, dir, filepath.Join(dir, "mnt"), "--data", "data")
+	require.Contains(t, strings.Split(readNotify(t, conn), "\n"), "READY=1")
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, "STOPPING=1", readNotify(t, conn))
+	require.Equal(t, 0, m.wait(t), m.stderr())
+}
+
+// TestNotifyDuringRecovery (holds): a start that recovers sends STATUS
+// lines with EXTEND_TIMEOUT_USEC while it does, and READY=1 after them,
+// once the mount answers.
+func TestNotifyDuringRecovery(t *testing.T) {
+	dir := t.TempDir()
+	ok(t, dir, "", "topic", "create", "--data", "data", "--partitions", "4", "t")
+	var in strings.Builder
+	for i := 0; i < 40000; i++ {
+		fmt.Fprintf(&in, "record %06d with some bytes for recovery to scan\n", i)
+	}
+	for p := 0; p < 4; p++ {
+		ok(t, dir, in.String(), "produce", "--data", "data", "t", fmt.Sprint(p))
+	}
+	require.NoError(t, os.Remove(filepath.Join(dir, "data", ".kafka_cleanshutdown")))
+
+	sock := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	require.NoError(t, err)
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	t.Setenv("LOGFS_PROGRESS_DELAY", "0")
+	t.Setenv("LOGFS_PROGRESS_INTERVAL", "1ms")
+	mp := filepath.Join(dir, "mnt")
+	m := startMount(t, dir, mp, "--data", "data")
+	var statuses []string
+	for {
+		msg := readNotify(t, conn)
+		if strings.Contains(msg, "READY=1") {
+			require.Contains(t, msg, "STATUS=data mounted at "+mp)
+			break
+		}
+		statuses = append(statuses, msg)
+	}
+	require.NotEmpty(t, statuses, "no STATUS during the recovery")
+	for _, s := range statuses {
+		require.Regexp(t, `^STATUS=recovering: .*\nEXTEND_TIMEOUT_USEC=\d+$`, s)
+	}
+	var st syscall.Statfs_t
+	require.NoError(t, syscall.Statfs(mp, &st))
+	require.EqualValues(t, fuseSuperMagic, st.Type)
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, "STOPPING=1", readNotify(t, conn))
+	require.Equal(t, 0, m.wait(t), m.stderr())
 }
