@@ -65,8 +65,12 @@ func helperArgs(args []string) (mountArgs []string, fake bool, err error) {
 	}
 	// A source written as mount.fuse3 takes one, TYPE#SOURCE, names the
 	// data directory SOURCE: taken whole it was a folder "logfs#" made in
-	// the caller's directory.
-	data, mp := strings.TrimPrefix(pos[0], "logfs#"), pos[1]
+	// the caller's directory. mount(8) takes it for a relative path and
+	// passes it on made absolute, as $PWD/logfs#SOURCE.
+	data, mp := pos[0], pos[1]
+	if i := strings.Index(data, "logfs#"); i == 0 || i > 0 && data[i-1] == '/' {
+		data = data[i+len("logfs#"):]
+	}
 	if data == "" || mp == "" {
 		return nil, false, errors.New("DATA and MOUNTPOINT must not be empty")
 	}

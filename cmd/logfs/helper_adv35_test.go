@@ -39,6 +39,9 @@ func TestHelperArgForms(t *testing.T) {
 		"spaces, comma": {[]string{"/a b,c/d", "/m n,o"}, []string{"mount", "--data", "/a b,c/d", "/m n,o"}, false},
 		"relative":      {[]string{"d", "m"}, []string{"mount", "--data", abs("d"), abs("m")}, false},
 		"type#source":   {[]string{"logfs#/d", "/m"}, []string{"mount", "--data", "/d", "/m"}, false},
+		"canonicalized": {[]string{"/root/logfs#/d", "/m"}, []string{"mount", "--data", "/d", "/m"}, false},
+		"type#relative": {[]string{"/root/logfs#d", "/m"}, []string{"mount", "--data", abs("d"), "/m"}, false},
+		"# in a name":   {[]string{"/a/xlogfs#/d", "/m"}, []string{"mount", "--data", "/a/xlogfs#/d", "/m"}, false},
 		"dash names":    {[]string{"/d", "/m", "-o", "-x"}, []string{"mount", "--data", "/d", "-o", "-x", "/m"}, false},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -125,22 +128,27 @@ func TestHelperLeavesTheCallersFolder(t *testing.T) {
 }
 
 // TestHelperTypeHashSource: a source written as mount.fuse3 takes one,
-// "logfs#/path", names the data directory /path. It used to be taken as a
-// relative path, creating a folder "logfs#" in the caller's directory.
+// "logfs#/path", names the data directory /path, also as mount(8) passes
+// it on: taken for a relative path and made absolute, "$PWD/logfs#/path".
+// It used to be taken as a path, creating a folder "logfs#" in the
+// caller's directory.
 func TestHelperTypeHashSource(t *testing.T) {
 	fusetest.Require(t)
 	dir := t.TempDir()
 	helper := helperBin(t, "mount.fuse.logfs")
 	data, mp := filepath.Join(dir, "data"), filepath.Join(dir, "mnt")
 	require.NoError(t, os.Mkdir(mp, 0o755))
-	cmd := exec.Command(helper, "logfs#"+data, mp)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	helperMounted(t, mp, data)
-	require.NoError(t, fusetest.Unmount(mp, false))
-	waitFile(t, filepath.Join(data, ".kafka_cleanshutdown"))
-	require.NoDirExists(t, filepath.Join(dir, "logfs#"))
+	for _, source := range []string{"logfs#" + data, filepath.Join(dir, "logfs#"+data)} {
+		cmd := exec.Command(helper, source, mp)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		helperMounted(t, mp, data)
+		require.NoError(t, fusetest.Unmount(mp, false))
+		waitFile(t, filepath.Join(data, ".kafka_cleanshutdown"))
+		require.NoError(t, os.Remove(filepath.Join(data, ".kafka_cleanshutdown")))
+		require.NoDirExists(t, filepath.Join(dir, "logfs#"))
+	}
 }
 
 // TestHelperFakeChecksOptions: `mount -f` (-f: do everything but the
