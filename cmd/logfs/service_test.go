@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -169,57 +168,6 @@ func waitFile(t *testing.T, p string) {
 		}
 	}
 	t.Fatalf("%s did not appear", p)
-}
-
-// TestMountThroughMount8 mounts with mount(8) itself: `mount -t fuse.NAME
-// DATA MOUNTPOINT -o …` and an fstab line (mount -T FSTAB MOUNTPOINT), with
-// logfs installed as /sbin/mount.fuse.NAME. NAME is unique to the run, so
-// that the test never touches an installed mount.fuse.logfs. Needs root.
-func TestMountThroughMount8(t *testing.T) {
-	fusetest.Require(t)
-	if os.Geteuid() != 0 {
-		t.Skip("installing a mount helper in /sbin needs root")
-	}
-	mountCmd, err := exec.LookPath("mount")
-	if err != nil {
-		t.Skip("no mount(8)")
-	}
-	name := fmt.Sprintf("logfstest%d", os.Getpid())
-	helper := "/sbin/mount.fuse." + name
-	if err := os.Symlink(logfsBin, helper); err != nil {
-		t.Skipf("cannot install %s: %v", helper, err)
-	}
-	t.Cleanup(func() { os.Remove(helper) })
-	dir := t.TempDir()
-	data, mp := filepath.Join(dir, "data"), filepath.Join(dir, "mnt")
-	require.NoError(t, os.Mkdir(mp, 0o755))
-	t.Cleanup(func() {
-		if mounted(mp) {
-			fusetest.Unmount(mp, true)
-		}
-	})
-
-	out, err := exec.Command(mountCmd, "-t", "fuse."+name, data, mp, "-o", "noatime,retention.ms=-1").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.True(t, mounted(mp))
-	require.NoError(t, os.Mkdir(filepath.Join(mp, "t"), 0o755))
-	appendLine(t, filepath.Join(mp, "t", "0", "append"), "one\n")
-	out, err = exec.Command("umount", mp).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	waitFile(t, filepath.Join(data, ".kafka_cleanshutdown"))
-
-	fstab := filepath.Join(dir, "fstab")
-	line := fmt.Sprintf("%s %s fuse.%s noauto,nofail,_netdev,x-systemd.automount,retention.ms=-1 0 0\n", data, mp, name)
-	require.NoError(t, os.WriteFile(fstab, []byte(line), 0o644))
-	out, err = exec.Command(mountCmd, "-T", fstab, mp).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.True(t, mounted(mp))
-	b, err := os.ReadFile(filepath.Join(mp, "t", "0", "offset", "0"))
-	require.NoError(t, err)
-	require.Equal(t, "one\n", string(b))
-	out, err = exec.Command("umount", mp).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	waitFile(t, filepath.Join(data, ".kafka_cleanshutdown"))
 }
 
 func TestVersion(t *testing.T) {
