@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	mountfs "github.com/logfs/logfs/fs"
 	"github.com/logfs/logfs/layout"
@@ -81,7 +83,7 @@ func openLog(dir string, o storage.Options) (*storage.Log, error) {
 	l, err := storage.Open(dir, o)
 	switch {
 	case errors.Is(err, vfs.ErrLocked):
-		return nil, fmt.Errorf("%v: write through the mount or stop it first", err)
+		return nil, fmt.Errorf("%v: write through the mount or stop it first%s", err, lockHolder(dir))
 	case errors.Is(err, storage.ErrNotDataDir):
 		return nil, errors.New(strings.TrimPrefix(err.Error(), storage.ErrNotDataDir.Error()+": "))
 	case errors.Is(err, fs.ErrPermission):
@@ -199,4 +201,44 @@ func partitionList(t *storage.Topic) string {
 		ids = append(ids[:3], "…", ids[len(ids)-1])
 	}
 	return "partition" + plural(len(ps)) + " " + strings.Join(ids, ", ")
+}
+
+// lockHolder names the process that holds dir's lock, or its .lock's (a
+// Kafka broker's), from /proc/locks: " (held by pid N: its command line)",
+// or "" when it cannot be told (another pid namespace, no /proc). A mount
+// started by the helper or by systemd runs where nobody sees it; its
+// command line says where it is mounted.
+func lockHolder(dir string) string {
+	locks, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return ""
+	}
+	for _, name := range []string{dir, filepath.Join(dir, layout.LockFile)} {
+		var st unix.Stat_t
+		if unix.Stat(name, &st) != nil {
+			continue
+		}
+		// 2: FLOCK  ADVISORY  WRITE 5000 fe:00:9986049 0 EOF
+		id := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+		for _, line := range strings.Split(string(locks), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 6 || f[5] != id || f[1] == "->" {
+				continue
+			}
+			pid, err := strconv.Atoi(f[4])
+			if err != nil || pid <= 0 || pid == os.Getpid() {
+				continue
+			}
+			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if err != nil {
+				continue
+			}
+			args := strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " "))
+			if r := []rune(args); len(r) > 200 {
+				args = string(r[:200]) + "…"
+			}
+			return fmt.Sprintf(" (held by pid %d: %s)", pid, args)
+		}
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -275,4 +276,20 @@ func TestMountStopAfterLazyUmount(t *testing.T) {
 	require.Equal(t, 0, m.wait(t), m.stderr())
 	require.FileExists(t, filepath.Join(dir, "data", ".kafka_cleanshutdown"))
 	require.Equal(t, "before\nafter\nand a last line\n", ok(t, dir, "", "consume", "--data", "data", "--offset", "0", "t", "0"))
+}
+
+// TestSecondMountNamesTheHolder: a second `logfs mount` (or any writer) of
+// a data directory a mount holds is refused naming the process that holds
+// it, its pid and command line, which tells where it is mounted: a mount
+// started by the helper or by systemd runs where nobody sees it. It used
+// to say only "another logfs process (a running mount?)".
+func TestSecondMountNamesTheHolder(t *testing.T) {
+	dir := t.TempDir()
+	m := startMount(t, dir, filepath.Join(dir, "mnt"), "--data", "data")
+	want := fmt.Sprintf("held by pid %d: %s mount --data data %s", m.cmd.Process.Pid, logfsBin, filepath.Join(dir, "mnt"))
+	r := runBounded(t, dir, []string{filepath.Join(dir, "mnt2")}, "mount", "--data", "data", "mnt2")
+	requireOneLineError(t, r, exitFailure, want)
+	require.Contains(t, r.stderr, "is in use: another logfs process")
+	require.NoDirExists(t, filepath.Join(dir, "mnt2"))
+	fails(t, dir, exitFailure, want, "topic", "create", "--data", "data", "other")
 }
