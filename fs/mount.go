@@ -246,7 +246,8 @@ func (s *Server) Wait() { <-s.done }
 //
 // The mount is found by its device, not by the path it was mounted on: a
 // mount point moved away (its parent folder renamed) is unmounted where it
-// is now, and whatever was mounted at the old path since is left alone.
+// is now, and whatever was mounted at the old path since is left alone;
+// bind mounts of it go too, or the mount would not end.
 // A mount detached by `umount -l` has nothing left to unmount: that is
 // ErrDetached, and Wait returns once its last open file is closed.
 func (s *Server) Unmount() error {
@@ -270,25 +271,29 @@ func (s *Server) Unmount() error {
 			return ErrDetached
 		}
 	}
+	// go-fuse's own unmount, of the path it mounted, waits for the mount
+	// to end, which bind mounts of it elsewhere hold off: those go first.
+	own := false
 	for _, p := range points {
-		var err error
 		if p == s.mountpoint {
-			err = s.srv.Unmount()
-		} else {
-			err = unmountMoved(p)
-		}
-		if err != nil {
+			own = true
+		} else if err := unmountMoved(p); err != nil {
 			return fmt.Errorf("logfs: unmount %s: %w", p, err)
+		}
+	}
+	if own {
+		if err := s.srv.Unmount(); err != nil {
+			return fmt.Errorf("logfs: unmount %s: %w", s.mountpoint, err)
 		}
 	}
 	<-s.done
 	return nil
 }
 
-// unmountMoved unmounts the mount at p, one of ours that is no longer
-// where go-fuse mounted it, as go-fuse unmounts: mount(2)'s umount as root,
-// else fusermount3, trying again a few times while the kernel may still
-// be letting go of files just closed.
+// unmountMoved unmounts the mount at p, one of ours that is not where
+// go-fuse mounted it (moved there, or a bind mount), as go-fuse unmounts:
+// umount(2) as root, else fusermount3, trying again a few times while the
+// kernel may still be letting go of files just closed.
 func unmountMoved(p string) error {
 	var err error
 	for try, delay := 0, time.Duration(0); try < 5; try++ {

@@ -293,3 +293,30 @@ func TestSecondMountNamesTheHolder(t *testing.T) {
 	require.NoDirExists(t, filepath.Join(dir, "mnt2"))
 	fails(t, dir, exitFailure, want, "topic", "create", "--data", "data", "other")
 }
+
+// TestMountStopTakesItsBindMounts: with a bind mount of the mount
+// elsewhere (mount --bind), SIGTERM unmounts both, so the mount ends and
+// closes the log, and no bind mount is left to a server that is gone
+// (ENOTCONN). Unmounting only the first, the mount used to wait forever
+// for an end that the bind mount held off.
+func TestMountStopTakesItsBindMounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mount --bind needs root")
+	}
+	dir := t.TempDir()
+	mp, bind := filepath.Join(dir, "mnt"), filepath.Join(dir, "bind")
+	require.NoError(t, os.Mkdir(bind, 0o755))
+	m := startMount(t, dir, mp, "--data", "data")
+	require.NoError(t, syscall.Mount(mp, bind, "", syscall.MS_BIND, ""))
+	t.Cleanup(func() {
+		if mounted(bind) {
+			fusetest.Unmount(bind, true)
+		}
+	})
+	require.NoError(t, os.Mkdir(filepath.Join(bind, "t"), 0o755))
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, m.wait(t), m.stderr())
+	require.False(t, mounted(mp))
+	require.False(t, mounted(bind))
+	require.FileExists(t, filepath.Join(dir, "data", ".kafka_cleanshutdown"))
+}
