@@ -361,16 +361,24 @@ func (h *appendHandle) record(line []byte, cfg storage.Config) (r storage.Record
 // closed, and does not wait for it: close(2) may return before the record
 // is there.
 func (h *appendHandle) Release(ctx context.Context) syscall.Errno {
+	h.release(ctx, true)
+	return 0
+}
+
+// release appends the partial line, if any, and lets go of it; the
+// mount's shutdown calls it, without invalidating the kernel's caches, for
+// the handles whose RELEASE never came.
+func (h *appendHandle) release(ctx context.Context, invalidate bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.partial) == 0 || h.dropping {
 		h.partial = nil
 		h.hold(0)
-		return 0
+		return
 	}
 	r, skip, err := h.record(h.partial, h.config())
 	if err == nil && !skip {
-		if _, err = h.n.ps.appendRecords(ctx, []storage.Record{r}); err == nil {
+		if _, err = h.n.ps.appendRecords(ctx, []storage.Record{r}); err == nil && invalidate {
 			h.n.ps.invalidate()
 		}
 	}
@@ -380,7 +388,6 @@ func (h *appendHandle) Release(ctx context.Context) syscall.Errno {
 		// Nobody is left to tell: log it.
 		h.n.ps.f.errno(err, "release (appending the last, unterminated line)", h.n.name())
 	}
-	return 0
 }
 
 // PartialBudget bounds the bytes of unfinished lines (written without
@@ -406,6 +413,18 @@ func (h *appendHandle) hold(n int) error {
 		}
 	} else if d < 0 {
 		f.partial.Add(d)
+	}
+	if was := h.held > 0; was != (n > 0) { // registered while it holds a line
+		f.unfinishedMu.Lock()
+		if n > 0 {
+			if f.unfinished == nil {
+				f.unfinished = make(map[*appendHandle]struct{})
+			}
+			f.unfinished[h] = struct{}{}
+		} else {
+			delete(f.unfinished, h)
+		}
+		f.unfinishedMu.Unlock()
 	}
 	h.held = int64(n)
 	return nil

@@ -226,7 +226,8 @@
 // returns that node, so go-fuse never has to choose between two), its set
 // of inodes with fresh attributes and its queue of files read short; it
 // is held around go-fuse's NewInode but never while calling the kernel or
-// storage. Lock order: appendHandle.mu, then partState.mu; a read holds
+// storage. Lock order: appendHandle.mu, then partState.mu or
+// logFS.unfinishedMu (the handles holding an unfinished line); a read holds
 // partState.gate, then tailPage.gate, shared; dropShort takes
 // partState.dropMu, partState.gate, partState.mu, then tailPage.mu;
 // logFS.mu and recordHandle.mu are taken alone. Reads of one open file

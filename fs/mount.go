@@ -2,6 +2,7 @@ package fs
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -587,6 +588,12 @@ type logFS struct {
 	closed bool // GUARDED_BY(mu)
 
 	partial atomic.Int64 // bytes of unfinished lines append handles hold, see PartialBudget
+
+	// unfinished are the append handles holding an unfinished line, which
+	// shutdown appends if no RELEASE did (see appendHandle.release).
+	// Taken after appendHandle.mu, and alone.
+	unfinishedMu sync.Mutex
+	unfinished   map[*appendHandle]struct{} // GUARDED_BY(unfinishedMu); made on first use
 }
 
 type partKey struct {
@@ -641,6 +648,20 @@ func (f *logFS) partition(p *storage.Partition) *partState {
 // shutdown stops every notifier and releases the views the nodes hold.
 // It runs once the server has stopped.
 func (f *logFS) shutdown() {
+	// The unfinished lines no RELEASE appended: the kernel sends RELEASE
+	// after close(2) has returned and drops it unread when the mount goes
+	// right then (the close that ends a mount detached by umount -l, an
+	// umount just after a close). Their write(2) returned, so they are
+	// appended now, as RELEASE would have; nothing is served any more.
+	f.unfinishedMu.Lock()
+	left := make([]*appendHandle, 0, len(f.unfinished))
+	for h := range f.unfinished {
+		left = append(left, h)
+	}
+	f.unfinishedMu.Unlock()
+	for _, h := range left {
+		h.release(context.Background(), false)
+	}
 	f.mu.Lock()
 	f.closed = true
 	parts := make([]*partState, 0, len(f.parts))
