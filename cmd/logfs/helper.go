@@ -127,7 +127,16 @@ func runMountHelper(name string, args []string, stderr io.Writer) int {
 	// life of the mount, would keep the file system it is on busy
 	// ("target is busy" for its umount).
 	cmd.Dir = "/"
-	cmd.Env = append(os.Environ(), envReadyFD+"=3")
+	// The mount is no service: a NOTIFY_SOCKET in mount(8)'s environment
+	// (mount run by some Type=notify service) is that service's, which
+	// READY=1 or STOPPING=1 from the mount would tell it is ready or
+	// stopping.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "NOTIFY_SOCKET=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, envReadyFD+"=3")
 	cmd.ExtraFiles = []*os.File{readyW}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives the helper and its terminal
 	errPipe, err := cmd.StderrPipe()

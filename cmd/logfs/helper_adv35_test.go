@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -253,4 +255,31 @@ func TestHelperReadyMeansAnswering(t *testing.T) {
 	require.EqualValues(t, fuseSuperMagic, st.Type)
 	require.NoError(t, fusetest.Unmount(mp, false))
 	waitFile(t, filepath.Join(data, ".kafka_cleanshutdown"))
+}
+
+// TestHelperMountIsNoService: a NOTIFY_SOCKET in mount(8)'s environment
+// (mount run from the ExecStart of some Type=notify service) is that
+// service's, not the background mount's: the mount must not send it
+// READY=1, nor STOPPING=1 when it is unmounted, which with
+// NotifyAccess=all tell systemd the service itself is ready or stopping.
+func TestHelperMountIsNoService(t *testing.T) {
+	fusetest.Require(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	require.NoError(t, err)
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	helper := helperBin(t, "mount.fuse.logfs")
+	data, mp := filepath.Join(dir, "data"), filepath.Join(dir, "mnt")
+	require.NoError(t, os.Mkdir(mp, 0o755))
+	r := runHelper(t, helper, data, mp)
+	require.Equal(t, 0, r.code, r.stderr)
+	helperMounted(t, mp, data)
+	require.NoError(t, fusetest.Unmount(mp, false))
+	waitFile(t, filepath.Join(data, ".kafka_cleanshutdown"))
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(100*time.Millisecond)))
+	b := make([]byte, 4096)
+	n, err := conn.Read(b)
+	require.Error(t, err, "the service's socket got %q", b[:n])
 }
