@@ -147,39 +147,48 @@ func runMountHelper(name string, args []string, stderr io.Writer) int {
 		return fail(exitFailure, "start logfs mount: %v", err)
 	}
 	readyW.Close()
-	said := make(chan string, 1)
+	// What the mount says until it is ready (a warning about its options,
+	// a recovery's progress and report, or why it failed) goes to the
+	// caller as it comes: it is nowhere else, as the mount logs to the
+	// journal only once it is ready. Its stderr leaves the pipe before the
+	// ready line, so the pipe ends then.
+	said := &countingWriter{w: stderr}
+	copied := make(chan struct{})
 	go func() {
-		b, _ := io.ReadAll(errPipe)
-		said <- string(b)
+		io.Copy(said, errPipe)
+		close(copied)
 	}()
 	line, _ := bufio.NewReader(readyR).ReadString('\n')
 	readyR.Close()
 	if line == "ready\n" {
-		// What the mount said before it was ready (a warning about its
-		// options, the report of a recovery) is the caller's to see, as
-		// it is on failure: it is nowhere else, as the mount logs to the
-		// journal only from now on. Its stderr left the pipe before the
-		// ready line, so the pipe has ended.
 		select {
-		case out := <-said:
-			fmt.Fprint(stderr, out)
+		case <-copied:
 		case <-time.After(time.Second):
 		}
 		cmd.Process.Release()
 		return exitOK
 	}
 	// The mount ended before it was ready: its error is on its stderr.
-	out := <-said
+	<-copied
 	werr := cmd.Wait()
-	if out = strings.TrimSpace(out); out != "" {
-		fmt.Fprintln(stderr, out)
-	}
 	var ee *exec.ExitError
 	if errors.As(werr, &ee) && ee.ExitCode() > 0 {
 		return ee.ExitCode()
 	}
-	if out == "" {
+	if said.n == 0 {
 		return fail(exitFailure, "logfs mount ended before the mount was ready: %v", werr)
 	}
 	return exitFailure
+}
+
+// countingWriter counts what it passes on.
+type countingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += n
+	return n, err
 }
