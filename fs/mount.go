@@ -291,6 +291,18 @@ func (s *Server) Unmount() error {
 	return nil
 }
 
+// Attached returns where the mount is still attached once it has ended:
+// nowhere after an unmount, but where it was when the kernel aborted the
+// connection without unmounting (umount -f of a busy mount, an abort
+// through /sys/fs/fuse/connections), which leaves a dead mount there.
+func (s *Server) Attached() []string {
+	if s.dev == "" {
+		return nil
+	}
+	points, _ := mountPoints(s.dev)
+	return points
+}
+
 // unmountMoved unmounts the mount at p, one of ours that is not where
 // go-fuse mounted it (moved there, or a bind mount), as go-fuse unmounts:
 // umount(2) as root, else fusermount3, trying again a few times while the

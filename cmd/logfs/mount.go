@@ -355,6 +355,11 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 	if err := closeLog(l, nil); err != nil {
 		return err
 	}
+	if at := srv.Attached(); len(at) > 0 {
+		// umount -f of a busy mount aborts it but leaves it attached.
+		fmt.Fprintf(stderr, "logfs mount: the mount was aborted (umount -f?) and is still attached at %s: umount it; %s closed cleanly\n", strings.Join(at, ", "), l.Dir())
+		return nil
+	}
 	fmt.Fprintf(stderr, "logfs mount: unmounted %s; %s closed cleanly\n", mp, l.Dir())
 	return nil
 }

@@ -320,3 +320,28 @@ func TestMountStopTakesItsBindMounts(t *testing.T) {
 	require.False(t, mounted(bind))
 	require.FileExists(t, filepath.Join(dir, "data", ".kafka_cleanshutdown"))
 }
+
+// TestMountAbortedByForcedUmount: `umount -f` of a busy mount aborts the
+// connection but leaves the mount attached (EBUSY), dead: ENOTCONN to
+// everyone. The mount closes the log cleanly and says the mount point is
+// left to unmount, instead of "unmounted", which it is not.
+func TestMountAbortedByForcedUmount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("umount -f needs root")
+	}
+	dir := t.TempDir()
+	mp := filepath.Join(dir, "mnt")
+	m := startMount(t, dir, mp, "--data", "data")
+	require.NoError(t, os.Mkdir(filepath.Join(mp, "t"), 0o755))
+	f, err := os.OpenFile(filepath.Join(mp, "t", "0", "append"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	require.ErrorIs(t, syscall.Unmount(mp, syscall.MNT_FORCE), syscall.EBUSY)
+	require.Equal(t, 0, m.wait(t), m.stderr())
+	require.True(t, mounted(mp))
+	require.NotContains(t, m.stderr(), "unmounted "+mp)
+	require.Contains(t, m.stderr(), "still attached at "+mp+": umount it")
+	require.FileExists(t, filepath.Join(dir, "data", ".kafka_cleanshutdown"))
+	f.Close()
+	require.NoError(t, fusetest.Unmount(mp, false))
+}
