@@ -310,6 +310,7 @@ func (s *Server) Attached() []string {
 func unmountMoved(p string) error {
 	var err error
 	for try, delay := 0, time.Duration(0); try < 5; try++ {
+		err = errors.New("not root, and no fusermount3 to unmount with")
 		if os.Geteuid() == 0 {
 			err = syscall.Unmount(p, 0)
 		}
