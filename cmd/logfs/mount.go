@@ -336,7 +336,6 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 				// umount -l came first: the mount ends with its last open
 				// file, and done says when.
 				fmt.Fprintf(stderr, "logfs mount: %s was %s\n", mp, oneLine(err))
-				announceStopping()
 				continue
 			} else if err != nil {
 				// Busy: a shell has its working directory in the mount, or
