@@ -193,7 +193,14 @@ func (r *Reader) nextBatch() (*record.Batch, error) {
 			return nil, r.err
 		}
 		if !next.acquire() {
-			continue
+			if r.p.isClosed() {
+				// Every segment the reader does not hold is gone for
+				// good (its topic deleted, or the log closed), and the
+				// list no longer changes: looking again would spin.
+				r.err = fmt.Errorf("%s after offset %d: %w", r.p, r.ended-1, ErrClosed)
+				return nil, r.err
+			}
+			continue // deleted by retention under us; look again
 		}
 		r.seg.release()
 		r.seg, r.ended, r.limit = next, next.base, 0
