@@ -123,7 +123,11 @@
 // only, never the sole active segment; an active segment that is condemned
 // too is rolled first). A deleted segment leaves the partition at once,
 // its files are renamed *.deleted and unlinked after file.delete.delay.ms;
-// readers and views that hold it finish it.
+// readers and views that hold it finish it. Readers of a deleted topic (or
+// a closed log) finish the segment they hold from its open .log, indexed in
+// memory if need be, and then get ErrClosed: nothing is opened, rebuilt or
+// removed by the names of its files, which a topic created again under the
+// name reuses.
 //
 // # Concurrency
 //

@@ -1,18 +1,104 @@
 package storage
 
 import (
+	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/logfs/logfs/layout"
+	"github.com/logfs/logfs/record"
 )
 
 // Adversarial tests of what a topic's delete (and its re-creation under the
 // same name) leaves for the holders of its old handles: Readers, Views,
 // segments they pin, Topic handles, delayed deletes. See
 // retention_adv35_test.go for retention raced against the same.
+
+// adv35Logs collects what a Log logs at Warn and above, and whether each
+// "deleted segment by retention" it logs is true when logged: the
+// segment's .log is renamed *.deleted in the partition's folder.
+type adv35Logs struct {
+	dir   string
+	mu    sync.Mutex
+	warns []string
+	false []string
+}
+
+func (h *adv35Logs) Enabled(context.Context, slog.Level) bool { return true }
+func (h *adv35Logs) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *adv35Logs) WithGroup(string) slog.Handler            { return h }
+
+func (h *adv35Logs) Handle(_ context.Context, r slog.Record) error {
+	attrs := map[string]string{}
+	r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+	line := fmt.Sprintf("%s %s %v", r.Level, r.Message, attrs)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r.Level >= slog.LevelWarn {
+		h.warns = append(h.warns, line)
+	}
+	if r.Message == "deleted segment by retention" {
+		var base int64
+		_, _ = fmt.Sscan(attrs["base"], &base)
+		p := filepath.Join(h.dir, attrs["partition"], layout.SegmentFileName(record.Offset(base), layout.LogSuffix)+layout.DeletedSuffix)
+		if _, err := os.Stat(p); err != nil {
+			h.false = append(h.false, line+": "+err.Error())
+		}
+	}
+	return nil
+}
+
+func (h *adv35Logs) check(t *testing.T, what string) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Empty(t, h.warns, "%s: warnings or errors logged", what)
+	require.Empty(t, h.false, "%s: a deletion logged that did not happen there", what)
+}
+
+// adv35Files describes every file of the folders of topic t's partitions
+// 0 to n-1 by inode, size and content.
+func adv35Files(t *testing.T, dir string, n int) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for id := 0; id < n; id++ {
+		d := filepath.Join(dir, layout.PartitionDirName("t", id))
+		for _, name := range mustReadDir(t, d) {
+			path := filepath.Join(d, name)
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			st, err := os.Stat(path)
+			require.NoError(t, err)
+			out[filepath.Join(filepath.Base(d), name)] = fmt.Sprintf("ino %d size %d sha %x", st.Sys().(*syscall.Stat_t).Ino, st.Size(), sha256.Sum256(b))
+		}
+	}
+	return out
+}
+
+// adv35ReadView reads v to its end and returns the records it rendered and
+// the error it ended with.
+func adv35ReadView(v *View) ([]string, error) {
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := v.ReadAt(buf, int64(len(out)))
+		out = append(out, buf[:n]...)
+		if err != nil {
+			return strings.Split(strings.TrimSuffix(string(out), "\n"), "\n"), err
+		}
+	}
+}
 
 // adv35Append appends n records "prefix-i", one batch each, to every
 // partition of top.
@@ -103,6 +189,102 @@ func TestAdv35ReaderEndsWhenTopicGoes(t *testing.T) {
 			require.ErrorIs(t, end, ErrClosed)
 			require.Less(t, len(got), 20, "it read segments nobody pinned")
 			require.NoError(t, l.Close())
+		})
+	}
+}
+
+// TestAdv35PinnedSegmentLeavesNewTopicAlone: a segment of a deleted topic
+// that a reader still holds (here a Reader that read into it, after a
+// clean reopen, so that its indexes were never opened) must never open,
+// rebuild or remove files by its names: they are the files of the topic
+// created again under the name, whose segments have the same base
+// offsets. Asked for its index (a Seek inside it, a lookup by time, a
+// View from it), it indexes its own open log in memory. Before, the
+// Seek's first use of the index opened the new topic's index by name,
+// found it wrong for the old log, and rebuilt it from the new topic's
+// .log cut at the old segment's size, replacing the new topic's index
+// files; the View read the new topic's view-index sidecar; both logged
+// errors about bad files that were not bad.
+func TestAdv35PinnedSegmentLeavesNewTopicAlone(t *testing.T) {
+	for _, how := range []string{"seek", "time", "view"} {
+		t.Run(how, func(t *testing.T) {
+			dir := t.TempDir()
+			c := newClock()
+			logs := &adv35Logs{dir: dir}
+			opts := Options{Logger: slog.New(logs), RetentionCheckInterval: -1, Now: c.Now}
+			l, err := Open(dir, opts)
+			require.NoError(t, err)
+			cfg := small("segment.bytes=300", "index.interval.bytes=0", "retention.ms=-1")
+			top, err := l.CreateTopic("t", 1, cfg)
+			require.NoError(t, err)
+			adv35Append(t, top, 20, "old")
+			require.NoError(t, l.Close())
+
+			l, err = Open(dir, opts)
+			require.NoError(t, err)
+			p, err := l.Partition("t", 0)
+			require.NoError(t, err)
+			bases := p.SegmentBases()
+			require.Greater(t, len(bases), 2)
+			r, err := p.NewReader(0)
+			require.NoError(t, err)
+			defer r.Close()
+			for {
+				rec, err := r.Next()
+				require.NoError(t, err)
+				if rec.Offset == bases[1] {
+					break // r holds the second segment, its index unused
+				}
+			}
+
+			c.Advance(time.Hour)
+			require.NoError(t, l.DeleteTopic("t"))
+			top, err = l.CreateTopic("t", 1, small("segment.bytes=300", "index.interval.bytes=0", "retention.ms=-1"))
+			require.NoError(t, err)
+			np, _ := top.Partition(0)
+			for i := 0; i < 20; i++ {
+				_, err := np.Append([]Record{{Value: []byte(fmt.Sprintf("new-%d-%s", i, strings.Repeat("x", i%3)))}})
+				require.NoError(t, err)
+			}
+			require.NoError(t, np.Sync())
+			require.Contains(t, np.SegmentBases(), bases[1], "a new segment has the held one's name")
+			want := readAll(t, np, 0)
+			files := adv35Files(t, dir, 1)
+
+			switch how {
+			case "seek":
+				require.NoError(t, r.Seek(bases[1]+1))
+				rec, err := r.Next()
+				require.NoError(t, err)
+				require.Equal(t, fmt.Sprintf("old-%d", bases[1]+1), string(rec.Value))
+			case "time":
+				off, err := p.OffsetForTime(0)
+				if err == nil {
+					require.Less(t, off, record.Offset(20), "an offset of the old topic")
+				}
+			case "view":
+				v, err := p.NewView(Values, bases[1]+1)
+				require.NoError(t, err)
+				got, end := adv35ReadView(v)
+				require.NoError(t, v.Close())
+				require.Error(t, end)
+				require.NotEmpty(t, got)
+				for i, g := range got {
+					require.Equal(t, fmt.Sprintf("old-%d", int(bases[1])+1+i), g)
+				}
+			}
+			require.Equal(t, files, adv35Files(t, dir, 1), "the new topic's files changed")
+			require.Equal(t, want, readAll(t, np, 0))
+			logs.check(t, how)
+			require.NoError(t, l.Close())
+			l, err = Open(dir, opts)
+			require.NoError(t, err)
+			np, err = l.Partition("t", 0)
+			require.NoError(t, err)
+			require.Equal(t, want, readAll(t, np, 0))
+			require.NoError(t, l.Check())
+			require.NoError(t, l.Close())
+			logs.check(t, how+", reopened")
 		})
 	}
 }

@@ -398,6 +398,7 @@ func (p *Partition) deleteSegments(doomed []*segment, delay time.Duration) error
 		// deleted topic, or (a Log.Close) the next open removes the files,
 		// which lie below the log start the checkpoint already says.
 		for _, s := range doomed {
+			s.leavePaths() // out of the list, so close did not see them
 			s.release()
 		}
 		return nil
@@ -437,6 +438,9 @@ func (p *Partition) close() error {
 			s.views.closing(s)
 		}
 		errs = append(errs, s.close())
+		// Readers may hold it still; the folder may go to a deleted
+		// topic's rename, and its names to a topic created again.
+		s.leavePaths()
 	}
 	p.notify()
 	return errors.Join(errs...)

@@ -50,6 +50,15 @@ func (s *segment) indexBroken(cause error, proven uint64) bool {
 		return false
 	}
 	defer s.idxGen.Add(1)
+	if s.unlinked.Load() {
+		// Its files are renamed *.deleted (and may be unlinked by now), or
+		// its folder may be another partition's: nothing is rebuilt by
+		// their names (see segment.unlinked), and nothing is wrong with
+		// the data.
+		s.logger.Info("index of a deleted or closed segment unavailable; indexing its log in memory", "segment", s.logPath(), "err", cause)
+		s.fallback = &memIndex{}
+		return false
+	}
 	if s.cfg.readOnly || s.writable {
 		// s.writable: the appender's indexes were validated when opened and
 		// are kept valid; if they break anyway, do not pull them away.

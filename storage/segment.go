@@ -54,6 +54,16 @@ type segment struct {
 	// idxGen counts the times the index handles were rebuilt or replaced
 	// by the fallback, from 1: see indexBroken.
 	idxGen atomic.Uint64
+	// unlinked says the files may no longer be found at the segment's
+	// names (its stem) in a folder of its partition: markDeleted renamed
+	// them, or the partition closed (see leavePaths), after which its
+	// topic's delete renames the folder away and a topic created again
+	// under the name makes files of the same names there, or, after
+	// Log.Close, another process owns the directory. A reader that still
+	// holds the segment then reads its open .log only: nothing is opened,
+	// rebuilt or removed by those names (indexBroken, readViewIndex,
+	// removeViewIndex).
+	unlinked atomic.Bool
 
 	// growing says the segment was the last of a read-only log when it
 	// opened: a writer in another process may be appending to it, after
@@ -622,6 +632,7 @@ func (s *segment) close() error {
 // markDeleted renames the segment's files to *.deleted, as Kafka does before
 // the delayed unlink, so a reader in the middle of the segment finishes it.
 func (s *segment) markDeleted() error {
+	s.unlinked.Store(true) // index handles follow the rename; the stem's names do not
 	var errs []error
 	rename := func(p string) {
 		if err := s.fs.Rename(p, p+layout.DeletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -643,6 +654,26 @@ func (s *segment) markDeleted() error {
 	s.idxMu.Unlock()
 	rename(s.viewIndexPath())
 	return errors.Join(errs...)
+}
+
+// leavePaths marks the segment unlinked when its partition closes, and
+// replaces index handles that have not mapped their files yet, which would
+// open them by name on first use, by an index of the open .log built in
+// memory (as on a read-only log): a reader that holds the segment after
+// its topic was deleted and created again would otherwise read, and find
+// wrong for its log, and rebuild from the new topic's .log, the new
+// topic's index files of the same names. Readers use the handles under
+// idxMu, so none is in the middle of using them.
+func (s *segment) leavePaths() {
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	s.unlinked.Store(true)
+	if s.fallback != nil || s.offIdx != nil && s.offIdx.Mapped() && s.timeIdx != nil && s.timeIdx.Mapped() {
+		return
+	}
+	s.closeIndexHandlesLocked()
+	s.fallback = &memIndex{}
+	s.idxGen.Add(1)
 }
 
 // removeDeletedFiles unlinks the *.deleted files. Open descriptors keep

@@ -460,8 +460,10 @@ func TestViewBudgetAdvResetSidecarOfAnotherCopy(t *testing.T) {
 	vi.mu.Unlock()
 	require.Greater(t, spacing, viewInterval, "the old first segment's index is not thinned")
 	require.NoError(t, p.ResetFetched(0, [][]byte{a2, b2, c, d}))
-	_, err = readViewIndex(old.segs[0])
-	require.NoError(t, err, "no sidecar of the new copy the old segment could take")
+	// The new copy's sidecar is at the old segment's name; the old segment,
+	// renamed *.deleted (segment.unlinked), must not take it.
+	_, err = os.Stat(old.segs[0].viewIndexPath())
+	require.NoError(t, err, "no sidecar of the new copy at the old segment's name")
 	indexBudget = 1 << 30 // room to make the old index whole
 	for _, at := range []int64{40000, 69990, 70001, 100000, 105001} {
 		buf := make([]byte, 10)

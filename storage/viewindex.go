@@ -673,6 +673,9 @@ const (
 var errBadViewIndex = errors.New("bad view index")
 
 func (s *segment) removeViewIndex() error {
+	if s.unlinked.Load() {
+		return nil // the name may be another segment's sidecar (see segment.unlinked)
+	}
 	if err := s.fs.Remove(s.viewIndexPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -744,6 +747,11 @@ func (v *viewIndex) persistedAt() record.Position {
 }
 
 func readViewIndex(s *segment) (*viewIndex, error) {
+	if s.unlinked.Load() {
+		// Its sidecar is renamed or gone, and the name may be another
+		// segment's (see segment.unlinked): index from the log.
+		return nil, os.ErrNotExist
+	}
 	data, err := vfs.ReadFile(s.fs, s.viewIndexPath())
 	if err != nil {
 		return nil, err
