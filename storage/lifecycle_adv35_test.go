@@ -288,3 +288,50 @@ func TestAdv35PinnedSegmentLeavesNewTopicAlone(t *testing.T) {
 		})
 	}
 }
+
+// TestAdv35StaleTopicHandleSetConfig: SetConfig through a handle of a
+// topic that was deleted fails with ErrNoTopic and writes nothing; after
+// Close it fails with ErrClosed. Before, it wrote the settings file by
+// the topic's name, which is the settings of a topic created again under
+// it: at the next open the new topic took the old handle's retention.ms,
+// and retention deleted its records.
+func TestAdv35StaleTopicHandleSetConfig(t *testing.T) {
+	for _, recreate := range []bool{false, true} {
+		t.Run(fmt.Sprint("recreate=", recreate), func(t *testing.T) {
+			dir := t.TempDir()
+			l := reopen(t, dir, false)
+			old, err := l.CreateTopic("t", 1, small("retention.ms=-1"))
+			require.NoError(t, err)
+			require.NoError(t, l.DeleteTopic("t"))
+			if recreate {
+				top, err := l.CreateTopic("t", 1, adv35NewCfg())
+				require.NoError(t, err)
+				adv35Append(t, top, 10, "new")
+			}
+			before := mustReadDir(t, dir)
+			require.ErrorIs(t, old.SetConfig(small("retention.ms=1")), ErrNoTopic)
+			require.Equal(t, before, mustReadDir(t, dir))
+			require.NoError(t, l.Close())
+			require.ErrorIs(t, old.SetConfig(small("retention.ms=1")), ErrClosed)
+
+			c := newClock()
+			c.Advance(365 * 24 * time.Hour)
+			l, err = Open(dir, Options{Logger: testLogger(t), RetentionCheckInterval: -1, Now: c.Now})
+			require.NoError(t, err)
+			defer l.Close()
+			if !recreate {
+				require.Empty(t, l.Topics())
+				require.NotContains(t, mustReadDir(t, dir), "t"+layout.TopicConfigSuffix)
+				return
+			}
+			top, err := l.Topic("t")
+			require.NoError(t, err)
+			require.Equal(t, int64(-1), top.Config().RetentionMs, "the new topic's retention.ms")
+			n, err := l.EnforceRetention()
+			require.NoError(t, err)
+			require.Zero(t, n)
+			p, _ := top.Partition(0)
+			require.Len(t, readAll(t, p, 0), 10)
+		})
+	}
+}

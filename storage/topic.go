@@ -165,10 +165,21 @@ func (t *Topic) createPartition(id int) (*Partition, error) {
 }
 
 // SetConfig stores new overrides for the topic. They apply to appends from
-// now on; index sizes apply to segments created from now on.
+// now on; index sizes apply to segments created from now on. A topic that
+// was deleted gets ErrNoTopic, as AddPartition: its settings file is named
+// by the topic's name, which a topic created again under it now owns.
 func (t *Topic) SetConfig(o Overrides) error {
-	if t.log.opts.ReadOnly {
+	l := t.log
+	if l.opts.ReadOnly {
 		return ErrReadOnly
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	switch {
+	case l.closed:
+		return ErrClosed
+	case l.topics[t.name] != t:
+		return fmt.Errorf("%q: %w", t.name, ErrNoTopic) // deleted
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
