@@ -168,11 +168,7 @@ func (p *Partition) dropSegments(segs []*segment) {
 	delay := p.deleteDelay()
 	for _, s := range segs {
 		s.release()
-		p.topic.log.afterDelay(delay, func() {
-			if err := s.removeDeletedFiles(); err != nil {
-				p.topic.log.logger.Warn("remove reset segment", "segment", s.logPath(), "err", err)
-			}
-		})
+		p.removeDeletedLater(s, delay, "remove reset segment")
 	}
 }
 

@@ -335,3 +335,93 @@ func TestAdv35StaleTopicHandleSetConfig(t *testing.T) {
 		})
 	}
 }
+
+// adv35Pending returns the delayed jobs (unlinks of *.deleted files) l
+// has scheduled and not run.
+func adv35Pending(l *Log) map[*delayedJob]bool {
+	l.delMu.Lock()
+	defer l.delMu.Unlock()
+	m := map[*delayedJob]bool{}
+	for j := range l.pending {
+		m[j] = true
+	}
+	return m
+}
+
+// adv35DeletedFiles lists the *.deleted files of dir.
+func adv35DeletedFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, name := range mustReadDir(t, dir) {
+		if strings.HasSuffix(name, layout.DeletedSuffix) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// TestAdv35DelayedDeleteSparesRecreatedTopic: the delayed unlink of the
+// *.deleted files of a topic's segments (file.delete.delay.ms after
+// retention, AdvanceStart or ResetFetched renamed them) that comes due
+// after the topic was deleted and created again must not unlink the new
+// topic's files: its own retention renames its segments of the same base
+// offsets to the same *.deleted names, whose readers are promised the
+// full delay. The jobs are run by hand, old ones first, at once; before,
+// the old topic's jobs unlinked every *.deleted file of the new one.
+func TestAdv35DelayedDeleteSparesRecreatedTopic(t *testing.T) {
+	cfg := func(kv ...string) Overrides {
+		return small(append([]string{"segment.bytes=300", "file.delete.delay.ms=3600000"}, kv...)...)
+	}
+	for _, how := range []string{"retention", "records", "reset"} {
+		t.Run(how, func(t *testing.T) {
+			dir := t.TempDir()
+			logs := &adv35Logs{dir: dir}
+			l, err := Open(dir, Options{Logger: slog.New(logs), RetentionCheckInterval: -1, Gaps: how == "reset"})
+			require.NoError(t, err)
+			defer l.Close()
+			top, err := l.CreateTopic("t", 1, cfg("retention.bytes=0", "retention.ms=-1"))
+			require.NoError(t, err)
+			p, _ := top.Partition(0)
+			switch how {
+			case "retention":
+				adv35Append(t, top, 10, "old")
+				n, err := l.EnforceRetention()
+				require.NoError(t, err)
+				require.Greater(t, n, 1)
+			case "records":
+				adv35Append(t, top, 10, "old")
+				_, err := p.AdvanceStart(p.EndOffset())
+				require.NoError(t, err)
+			case "reset":
+				require.NoError(t, p.ResetFetched(0, [][]byte{leaderBatch(t, 0, 2, "old")}))
+				require.NoError(t, p.ResetFetched(0, [][]byte{leaderBatch(t, 0, 2, "old")}))
+			}
+			oldJobs := adv35Pending(l)
+			require.NotEmpty(t, oldJobs)
+
+			require.NoError(t, l.DeleteTopic("t"))
+			top, err = l.CreateTopic("t", 1, cfg("retention.bytes=0", "retention.ms=-1"))
+			require.NoError(t, err)
+			adv35Append(t, top, 10, "new")
+			n, err := l.EnforceRetention()
+			require.NoError(t, err)
+			require.Greater(t, n, 1)
+			deleted := adv35DeletedFiles(t, filepath.Join(dir, "t-0"))
+			require.Contains(t, deleted, layout.SegmentFileName(0, layout.LogSuffix)+layout.DeletedSuffix)
+
+			for j := range oldJobs {
+				l.runJob(j)
+			}
+			require.Equal(t, deleted, adv35DeletedFiles(t, filepath.Join(dir, "t-0")), "the old topic's delayed deletes unlinked the new one's files")
+			for j := range adv35Pending(l) {
+				l.runJob(j)
+			}
+			require.Empty(t, adv35DeletedFiles(t, filepath.Join(dir, "t-0")), "the new topic's own delayed deletes")
+			p, err = l.Partition("t", 0)
+			require.NoError(t, err)
+			require.Empty(t, readAll(t, p, p.StartOffset()))
+			require.Equal(t, record.Offset(10), p.EndOffset())
+			logs.check(t, how)
+		})
+	}
+}

@@ -607,6 +607,7 @@ func (l *Log) removeTopic(t *Topic) error {
 	errs := []error{t.close()}
 	var doomed []string
 	for _, p := range t.Partitions() {
+		p.drop() // its delayed unlinks would name the next topic's files
 		to := filepath.Join(l.dir, layout.DeletedPartitionDirName(t.name, p.id, uint64(l.now().UnixNano())))
 		if err := l.fs.Rename(p.dir, to); err != nil {
 			return errors.Join(append(errs, err)...)

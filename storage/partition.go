@@ -44,6 +44,10 @@ type Partition struct {
 	// (deleteSegments, Prepend.Abort), which after a close may name a new
 	// partition's files: a deleted topic created again. Taken before mu.
 	filesMu sync.RWMutex
+	// dropped says the partition's topic was deleted: its folder is
+	// renamed away, and the names under dir may be the files of a topic
+	// created again under the name. GUARDED_BY(filesMu)
+	dropped bool
 	segs    atomic.Pointer[[]*segment]    // sorted by base offset; replaced, never mutated
 	start   atomic.Int64                  // log start offset
 	end     atomic.Int64                  // log end offset: the next offset to assign
@@ -408,14 +412,38 @@ func (p *Partition) deleteSegments(doomed []*segment, delay time.Duration) error
 		errs = append(errs, s.markDeleted())
 		p.topic.log.logger.Info("deleted segment by retention", "partition", p.String(), "base", s.base, "bytes", s.size.Load())
 		s.release()
-		p.topic.log.afterDelay(delay, func() {
-			if err := s.removeDeletedFiles(); err != nil {
-				p.topic.log.logger.Warn("remove deleted segment", "segment", s.logPath(), "err", err)
-			}
-		})
+		p.removeDeletedLater(s, delay, "remove deleted segment")
 	}
 	p.dirDirty.Store(true)
 	return errors.Join(errs...)
+}
+
+// removeDeletedLater unlinks the *.deleted files of s, a segment of p that
+// markDeleted renamed, after delay (file.delete.delay.ms, or during
+// Log.Close), unless p's topic was deleted by then: the files went with
+// its folder, and the names are those a topic created again under the
+// name gives its own segments of the same base offsets when its
+// retention deletes them, whose readers are promised the full delay.
+// what says what failed in the warning logged when the unlink fails.
+func (p *Partition) removeDeletedLater(s *segment, delay time.Duration, what string) {
+	p.topic.log.afterDelay(delay, func() {
+		p.filesMu.RLock()
+		defer p.filesMu.RUnlock()
+		if p.dropped {
+			return
+		}
+		if err := s.removeDeletedFiles(); err != nil {
+			p.topic.log.logger.Warn(what, "segment", s.logPath(), "err", err)
+		}
+	})
+}
+
+// drop marks p dropped, before its topic's delete renames its folder away:
+// a delayed unlink that runs after waits for nothing and does nothing.
+func (p *Partition) drop() {
+	p.filesMu.Lock()
+	defer p.filesMu.Unlock()
+	p.dropped = true
 }
 
 // close flushes and closes the partition: the clean-shutdown close of every
