@@ -130,6 +130,13 @@ type Log struct {
 	delMu   sync.Mutex
 	pending map[*delayedJob]struct{} // GUARDED_BY(delMu)
 	running sync.WaitGroup           // delayed jobs being run
+
+	// retentionHook, when tests set it (before retention runs), is called
+	// by EnforceRetention with "listed" once it has the topics and with
+	// "detached" once it has taken the condemned segments out, before the
+	// checkpoint write: points where it holds no lock, which no file
+	// operation marks.
+	retentionHook func(stage string)
 }
 
 // Open opens or creates the data directory dir. After an unclean shutdown it
@@ -840,7 +847,9 @@ func (l *Log) EnforceRetention() (int, error) {
 	var all []condemned
 	var errs []error
 	now := l.now()
-	for _, t := range l.allTopics() {
+	topics := l.allTopics()
+	l.retentionPoint("listed")
+	for _, t := range topics {
 		delay := time.Duration(t.Config().FileDeleteDelayMs) * time.Millisecond
 		for _, p := range t.Partitions() {
 			segs, err := p.detachExpired(now)
@@ -850,6 +859,7 @@ func (l *Log) EnforceRetention() (int, error) {
 			}
 		}
 	}
+	l.retentionPoint("detached")
 	if len(all) == 0 {
 		return 0, errors.Join(errs...)
 	}
@@ -867,6 +877,13 @@ func (l *Log) EnforceRetention() (int, error) {
 		errs = append(errs, c.p.deleteSegments(c.segs, c.delay))
 	}
 	return n, errors.Join(errs...)
+}
+
+// retentionPoint calls retentionHook, if set.
+func (l *Log) retentionPoint(stage string) {
+	if l.retentionHook != nil {
+		l.retentionHook(stage)
+	}
 }
 
 // delayedJob is work scheduled by afterDelay.
