@@ -425,3 +425,35 @@ func TestAdv35DelayedDeleteSparesRecreatedTopic(t *testing.T) {
 		})
 	}
 }
+
+// TestAdv35FlushOfDeletedPartition: Sync of a partition whose topic was
+// deleted, with its folder still to sync, fails with ErrClosed (which the
+// background flusher does not log) and syncs nothing by the folder's name.
+// The state is the one retention leaves when its renames to *.deleted
+// land after the close that the delete begins with has flushed, and a
+// roll (retention rolls a condemned active segment) asked the background
+// flusher for a flush that comes after the delete: before, that flush
+// synced the folder by its name, which was gone ("flush after roll ...
+// no such file or directory", logged as an error) or a topic's created
+// again. TestAdv35RetentionRecreateStorm meets it for real.
+func TestAdv35FlushOfDeletedPartition(t *testing.T) {
+	for _, recreate := range []bool{false, true} {
+		t.Run(fmt.Sprint("recreate=", recreate), func(t *testing.T) {
+			dir := t.TempDir()
+			l := reopen(t, dir, false)
+			defer l.Close()
+			top, err := l.CreateTopic("t", 1, small("segment.bytes=300", "retention.ms=-1"))
+			require.NoError(t, err)
+			adv35Append(t, top, 10, "old")
+			p, _ := top.Partition(0)
+			require.NoError(t, l.DeleteTopic("t"))
+			if recreate {
+				_, err := l.CreateTopic("t", 1, adv35NewCfg())
+				require.NoError(t, err)
+			}
+			p.dirDirty.Store(true) // retention's renames after close's flush
+			require.ErrorIs(t, p.Sync(), ErrClosed)
+			require.NoError(t, l.Sync())
+		})
+	}
+}

@@ -638,7 +638,9 @@ func (l *Log) Sync() error {
 	var errs []error
 	for _, t := range l.allTopics() {
 		for _, p := range t.Partitions() {
-			errs = append(errs, p.Sync())
+			if err := p.Sync(); !errors.Is(err, ErrClosed) { // a topic deleted meanwhile has nothing to flush
+				errs = append(errs, err)
+			}
 		}
 	}
 	errs = append(errs, l.writeCheckpoints())

@@ -46,8 +46,9 @@ type Partition struct {
 	filesMu sync.RWMutex
 	// dropped says the partition's topic was deleted: its folder is
 	// renamed away, and the names under dir may be the files of a topic
-	// created again under the name. GUARDED_BY(filesMu)
-	dropped bool
+	// created again under the name. Stored under filesMu (see drop), so
+	// that it holds still for a holder of filesMu.
+	dropped atomic.Bool
 	segs    atomic.Pointer[[]*segment]    // sorted by base offset; replaced, never mutated
 	start   atomic.Int64                  // log start offset
 	end     atomic.Int64                  // log end offset: the next offset to assign
@@ -189,7 +190,8 @@ func (p *Partition) writableLocked() error {
 
 // Sync makes every record appended so far durable: it fsyncs the segments
 // written since the last flush and, after a roll, the partition folder.
-// Concurrent callers share one flush.
+// Concurrent callers share one flush. A partition whose topic was deleted
+// may get ErrClosed.
 func (p *Partition) Sync() error {
 	target := p.end.Load()
 	p.flushMu.Lock()
@@ -224,7 +226,17 @@ func (p *Partition) Sync() error {
 		}
 	}
 	if dirDirty {
+		// A deleted topic's folder is renamed away, once drop is stored:
+		// dir then names nothing, or a topic created again under the
+		// name. Retention's renames after close's own flush leave it
+		// dirty, and the flush a roll asked for may come after.
+		if p.dropped.Load() {
+			return fmt.Errorf("%s: %w", p, ErrClosed)
+		}
 		if err := p.topic.log.fs.SyncDir(p.dir); err != nil {
+			if p.dropped.Load() {
+				return fmt.Errorf("%s: %w", p, ErrClosed)
+			}
 			p.dirDirty.Store(true)
 			return fmt.Errorf("sync %s: %w", p.dir, err)
 		}
@@ -429,7 +441,7 @@ func (p *Partition) removeDeletedLater(s *segment, delay time.Duration, what str
 	p.topic.log.afterDelay(delay, func() {
 		p.filesMu.RLock()
 		defer p.filesMu.RUnlock()
-		if p.dropped {
+		if p.dropped.Load() {
 			return
 		}
 		if err := s.removeDeletedFiles(); err != nil {
@@ -443,7 +455,7 @@ func (p *Partition) removeDeletedLater(s *segment, delay time.Duration, what str
 func (p *Partition) drop() {
 	p.filesMu.Lock()
 	defer p.filesMu.Unlock()
-	p.dropped = true
+	p.dropped.Store(true)
 }
 
 // close flushes and closes the partition: the clean-shutdown close of every
