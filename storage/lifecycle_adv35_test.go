@@ -457,3 +457,42 @@ func TestAdv35FlushOfDeletedPartition(t *testing.T) {
 		})
 	}
 }
+
+// TestAdv35ReadCommittedViewOfDeletedTopic: a read_committed View opened
+// on a deleted topic's partition (its first segment still held by a
+// Reader, so that the View can pin it) replays producer state without
+// listing the partition's folder by name, which is gone or a topic's
+// created again: it shows the old records and ends with an error, and
+// nothing is logged. Before, it listed the folder for producer snapshots
+// and .txnindex files and warned "reading producer snapshots ... no such
+// file or directory" (TestAdv35RetentionRecreateStorm met it).
+func TestAdv35ReadCommittedViewOfDeletedTopic(t *testing.T) {
+	for _, recreate := range []bool{false, true} {
+		t.Run(fmt.Sprint("recreate=", recreate), func(t *testing.T) {
+			dir := t.TempDir()
+			logs := &adv35Logs{dir: dir}
+			l, err := Open(dir, Options{Logger: slog.New(logs), RetentionCheckInterval: -1})
+			require.NoError(t, err)
+			defer l.Close()
+			top, err := l.CreateTopic("t", 1, small("segment.bytes=300", "retention.ms=-1"))
+			require.NoError(t, err)
+			adv35Append(t, top, 10, "old")
+			p, _ := top.Partition(0)
+			r, err := p.NewReader(0)
+			require.NoError(t, err)
+			defer r.Close()
+			require.NoError(t, l.DeleteTopic("t"))
+			if recreate {
+				top, err := l.CreateTopic("t", 1, adv35NewCfg())
+				require.NoError(t, err)
+				adv35Append(t, top, 10, "new")
+			}
+			v, err := p.NewView(Values, 0)
+			require.NoError(t, err)
+			got, end := adv35ReadView(v)
+			require.NoError(t, v.Close())
+			adv35CheckOld(t, got, end, "View")
+			logs.check(t, "View")
+		})
+	}
+}

@@ -257,17 +257,44 @@ type txnState struct {
 // scan the log), else the log start.
 func (t *txnState) load(p *Partition) {
 	t.loaded = true
+	t.indexes = map[record.Offset][]txn.AbortedTxn{}
+	segs := p.segments()
+	end := p.EndOffset() // no later than where the folder is listed
+	found, listed := t.loadFolder(p, segs)
+	if p.dropped.Load() {
+		// The topic was deleted: its folder is renamed away once drop is
+		// stored, so what was listed or read may be gone, or a topic's
+		// created again under the name. Replay from the log start with no
+		// .txnindex, as when the folder cannot be listed: the markers say
+		// what they would.
+		found, listed = false, false
+		t.txnIndexes = map[record.Offset]bool{}
+	}
+	if !found {
+		t.open = map[int64]*openTxn{}
+		t.from = p.StartOffset()
+		t.curBase, t.curSeq = segs[0].base, segs[0].seq
+		if listed && p.topic.log.cleanOpen {
+			last := segs[len(segs)-1]
+			t.from, t.curBase, t.curSeq = end, last.base, last.seq
+		}
+	}
+}
+
+// loadFolder is load's look into the partition's folder: it notes the
+// segments that have a .txnindex and takes the latest usable producer
+// snapshot. It reports whether it found one, and whether the folder could
+// be listed at all.
+func (t *txnState) loadFolder(p *Partition, segs []*segment) (found, listed bool) {
 	t.open = map[int64]*openTxn{}
 	t.txnIndexes = map[record.Offset]bool{}
-	t.indexes = map[record.Offset][]txn.AbortedTxn{}
-	t.from = p.StartOffset()
-	segs := p.segments()
-	t.curBase, t.curSeq = segs[0].base, segs[0].seq
 	fs := p.topic.log.fs
 	entries, err := fs.ReadDir(p.dir)
 	if err != nil {
-		p.topic.log.logger.Warn("reading producer snapshots", "partition", p.String(), "err", err)
-		return
+		if !p.dropped.Load() { // else the delete renamed it away: nothing is wrong
+			p.topic.log.logger.Warn("reading producer snapshots", "partition", p.String(), "err", err)
+		}
+		return false, false
 	}
 	var snaps []record.Offset
 	for _, e := range entries {
@@ -292,7 +319,9 @@ func (t *txnState) load(p *Partition) {
 			entries, err = txn.ParseSnapshot(data)
 		}
 		if err != nil {
-			p.topic.log.logger.Warn("ignoring producer snapshot", "partition", p.String(), "offset", off, "err", err)
+			if !p.dropped.Load() {
+				p.topic.log.logger.Warn("ignoring producer snapshot", "partition", p.String(), "offset", off, "err", err)
+			}
 			continue
 		}
 		t.from = off
@@ -303,12 +332,9 @@ func (t *txnState) load(p *Partition) {
 		}
 		i := max(floorSegment(segs, off), 0)
 		t.curBase, t.curSeq = segs[i].base, segs[i].seq
-		return
+		return true, true
 	}
-	if p.topic.log.cleanOpen {
-		last := segs[len(segs)-1]
-		t.from, t.curBase, t.curSeq = end, last.base, last.seq
-	}
+	return false, true
 }
 
 // stable replays producer state to the current end of the log and
@@ -573,6 +599,9 @@ func (p *Partition) listedAborted(s *segment, pid int64, off record.Offset) bool
 // readTxnIndex reads s's .txnindex; an unreadable or insane one (Kafka's
 // sanityCheck) is logged and left out: the markers still say what it said.
 func (p *Partition) readTxnIndex(s *segment) []txn.AbortedTxn {
+	if p.dropped.Load() {
+		return nil // its topic's folder is gone (see txnState.load): the markers say it
+	}
 	path := s.stem + layout.TxnIndexSuffix
 	data, err := vfs.ReadFile(p.topic.log.fs, path)
 	var entries []txn.AbortedTxn
