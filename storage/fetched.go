@@ -320,7 +320,7 @@ func (pp *Prepend) Append(batches [][]byte) error {
 			if seg == nil {
 				base = min(base, pp.start)
 			}
-			if seg, err = createSegment(p.topic.log.fs, p.dir, base, p.topic.segmentConfig(), p.topic.log.logger); err != nil {
+			if seg, err = pp.createSegment(base); err != nil {
 				return err
 			}
 			pp.segs = append(pp.segs, seg)
@@ -339,28 +339,7 @@ func (pp *Prepend) Append(batches [][]byte) error {
 // saw (the copy was reset or evicted from meanwhile).
 func (pp *Prepend) Commit() error {
 	p := pp.p
-	if len(pp.segs) == 0 {
-		// Nothing before the copy but batches left out: a segment to hold
-		// the new start.
-		seg, err := createSegment(p.topic.log.fs, p.dir, pp.start, p.topic.segmentConfig(), p.topic.log.logger)
-		if err != nil {
-			return err
-		}
-		pp.segs = append(pp.segs, seg)
-	}
-	for _, s := range pp.segs {
-		if err := s.seal(); err != nil {
-			pp.Abort()
-			return err
-		}
-		s.views.sealed(s)
-		if err := s.flush(true); err != nil {
-			pp.Abort()
-			return fmt.Errorf("flush %s: %w", s.logPath(), err)
-		}
-		s.durable.Store(true)
-	}
-	if err := p.topic.log.fs.SyncDir(p.dir); err != nil {
+	if err := pp.prepare(); err != nil {
 		pp.Abort()
 		return err
 	}
@@ -388,6 +367,56 @@ func (pp *Prepend) Commit() error {
 	p.mu.Unlock()
 	pp.done = true
 	return p.topic.log.writeCheckpoints()
+}
+
+// prepare seals the prepended segments and makes them durable, with
+// their folder entries, for Commit to publish; with none, it makes one to
+// hold the new start. Sealing writes the view-index sidecar by name, and
+// a segment is made by name, in the partition's folder: under filesMu,
+// and only while the partition is open (see createSegment).
+func (pp *Prepend) prepare() error {
+	p := pp.p
+	p.filesMu.RLock()
+	defer p.filesMu.RUnlock()
+	if p.isClosed() {
+		return fmt.Errorf("%s: %w", p, ErrClosed)
+	}
+	if len(pp.segs) == 0 {
+		// Nothing before the copy but batches left out: a segment to hold
+		// the new start.
+		seg, err := createSegment(p.topic.log.fs, p.dir, pp.start, p.topic.segmentConfig(), p.topic.log.logger)
+		if err != nil {
+			return err
+		}
+		pp.segs = append(pp.segs, seg)
+	}
+	for _, s := range pp.segs {
+		if err := s.seal(); err != nil {
+			return err
+		}
+		s.views.sealed(s)
+		if err := s.flush(true); err != nil {
+			return fmt.Errorf("flush %s: %w", s.logPath(), err)
+		}
+		s.durable.Store(true)
+	}
+	return p.topic.log.fs.SyncDir(p.dir)
+}
+
+// createSegment makes a segment to prepend in the partition's folder,
+// unless the partition is closed: its topic may have been deleted and
+// created again, and the folder of that name is the new topic's, whose
+// segment of the same base offset a new segment would empty (it is made
+// with O_TRUNC). filesMu keeps the close, and so the delete, from
+// happening meanwhile.
+func (pp *Prepend) createSegment(base record.Offset) (*segment, error) {
+	p := pp.p
+	p.filesMu.RLock()
+	defer p.filesMu.RUnlock()
+	if p.isClosed() {
+		return nil, fmt.Errorf("%s: %w", p, ErrClosed)
+	}
+	return createSegment(p.topic.log.fs, p.dir, base, p.topic.segmentConfig(), p.topic.log.logger)
 }
 
 // Abort removes the segments built so far.

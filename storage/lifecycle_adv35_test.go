@@ -496,3 +496,51 @@ func TestAdv35ReadCommittedViewOfDeletedTopic(t *testing.T) {
 		})
 	}
 }
+
+// TestAdv35PrependAfterRecreate: a follower copy's Prepend begun on a
+// partition whose topic is then deleted and created again must not make
+// or write its segments in the partition's folder by name: that is the
+// new topic's folder, and a segment made there is created with O_TRUNC
+// over the new topic's segment of the same base offset. Append and Commit
+// fail (ErrClosed) and the new topic's files are untouched, its synced
+// records whole, live and after a crash and a reopen. Before, an Append
+// after the re-creation emptied the new topic's first segment and put the
+// old topic's batches in it, which a reopen then served as the new
+// topic's; a Commit with nothing appended did the same with an empty
+// segment; a Commit of segments appended before wrote their view-index
+// sidecar into the new topic's folder.
+func TestAdv35PrependAfterRecreate(t *testing.T) {
+	for _, at := range []string{"append", "commit", "append-before"} {
+		t.Run(at, func(t *testing.T) {
+			dir := t.TempDir()
+			l, err := Open(dir, Options{Logger: testLogger(t), RetentionCheckInterval: -1, Gaps: true})
+			require.NoError(t, err)
+			top, err := l.CreateTopic("t", 1, nil)
+			require.NoError(t, err)
+			p, _ := top.Partition(0)
+			require.NoError(t, p.ResetFetched(10, [][]byte{leaderBatch(t, 10, 2, "old")}))
+			pp, err := p.BeginPrepend(0)
+			require.NoError(t, err)
+			if at == "append-before" {
+				require.NoError(t, pp.Append([][]byte{leaderBatch(t, 0, 2, "old")}))
+			}
+
+			require.NoError(t, adv33Replace(l, 10)) // t again: "new-0" to "new-9" from offset 0, synced
+			np, err := l.Partition("t", 0)
+			require.NoError(t, err)
+			want := readAll(t, np, 0)
+			files := adv35Files(t, dir, 1)
+			if at == "append" {
+				require.ErrorIs(t, pp.Append([][]byte{leaderBatch(t, 0, 2, "old")}), ErrClosed)
+			}
+			require.Error(t, pp.Commit())
+			require.Equal(t, files, adv35Files(t, dir, 1), "the new topic's files changed")
+			require.Equal(t, want, readAll(t, np, 0))
+			crashed := t.TempDir()
+			copyDir(t, dir, crashed)
+			require.NoError(t, l.Close())
+			adv33CheckNew(t, crashed, 10)
+			adv33CheckNew(t, dir, 10)
+		})
+	}
+}
