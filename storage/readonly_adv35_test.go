@@ -29,8 +29,8 @@ const adv35TS = int64(1_700_000_000_000)
 // adv35Value is the value of the record at offset o.
 func adv35Value(o record.Offset) string { return fmt.Sprintf("v-%06d", o) }
 
-// adv35Append appends n one-record batches to p from its end on.
-func adv35Append(t *testing.T, p *Partition, n int) {
+// roAppend appends n one-record batches to p from its end on.
+func roAppend(t *testing.T, p *Partition, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		o := p.EndOffset()
@@ -178,7 +178,7 @@ func TestReadOnlyBesideWriterAdv35(t *testing.T) {
 			require.NoError(t, err)
 			wp, err := top.Partition(0)
 			require.NoError(t, err)
-			adv35Append(t, wp, c.first)
+			roAppend(t, wp, c.first)
 			if c.clean {
 				require.NoError(t, w.Close())
 			}
@@ -193,7 +193,7 @@ func TestReadOnlyBesideWriterAdv35(t *testing.T) {
 			fs := &adv35Hook{FS: vfs.Default, hook: func() {
 				if c.inOpen > 0 {
 					reopen()
-					adv35Append(t, wp, c.inOpen)
+					roAppend(t, wp, c.inOpen)
 				}
 			}}
 			var logs logCounter
@@ -211,7 +211,7 @@ func TestReadOnlyBesideWriterAdv35(t *testing.T) {
 				require.NoError(t, err)
 				require.Len(t, readAll(t, rp, 0), c.first)
 			}
-			adv35Append(t, wp, 1200)
+			roAppend(t, wp, 1200)
 			if c.segBytes == "50000" {
 				require.Greater(t, len(wp.SegmentBases()), 1, "the writer rolled")
 			}
@@ -300,7 +300,7 @@ func TestReadOnlyBesideRetentionAdv35(t *testing.T) {
 			require.NoError(t, err)
 			wp, err := top.Partition(0)
 			require.NoError(t, err)
-			adv35Append(t, wp, 200)
+			roAppend(t, wp, 200)
 			var logs logCounter
 			r, err := Open(dir, Options{ReadOnly: true, Logger: logs.logger()})
 			require.NoError(t, err)
