@@ -345,6 +345,12 @@ func mountDevice(mp string) string {
 	for _, m := range mounts {
 		if m.point == real {
 			dev = m.dev // later lines are mounted on top of earlier ones
+			if !strings.HasPrefix(m.fstype, "fuse") {
+				// Not a FUSE mount, so not ours (an automount point
+				// under it, say): Unmount must never take such a
+				// device's mounts for its own.
+				dev = ""
+			}
 		}
 	}
 	return dev
