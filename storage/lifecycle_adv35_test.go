@@ -544,3 +544,31 @@ func TestAdv35PrependAfterRecreate(t *testing.T) {
 		})
 	}
 }
+
+// TestAdv35NoCheckpointAfterClose: once Close has written its last
+// checkpoints and let go of the directory, the next process may take it;
+// a Sync through the closed log (a handle a caller kept) must write
+// nothing there, or it would put this log's checkpoints over that
+// process's.
+func TestAdv35NoCheckpointAfterClose(t *testing.T) {
+	dir := t.TempDir()
+	l := reopen(t, dir, false)
+	top, err := l.CreateTopic("t", 1, nil)
+	require.NoError(t, err)
+	adv35Append(t, top, 10, "v")
+	require.NoError(t, l.Close())
+
+	// The next process's checkpoints, standing in for whatever it wrote.
+	var theirs []string
+	for _, name := range []string{"recovery-point-offset-checkpoint", "log-start-offset-checkpoint"} {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte("0\n0\n"), 0o600))
+		theirs = append(theirs, p)
+	}
+	require.ErrorIs(t, l.Sync(), ErrClosed)
+	for _, p := range theirs {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		require.Equal(t, "0\n0\n", string(b), "%s written after Close", filepath.Base(p))
+	}
+}

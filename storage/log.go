@@ -98,6 +98,10 @@ type Log struct {
 	// created again. GUARDED_BY(mu)
 	undeleted map[string]error
 	closed    bool // GUARDED_BY(mu)
+	// ckptDone says Close wrote its last checkpoints: the directory is
+	// about to be, or is, another process's, and nothing is written into
+	// it any more. GUARDED_BY(mu)
+	ckptDone bool
 
 	stop chan struct{}
 	bg   sync.WaitGroup
@@ -661,6 +665,10 @@ func (l *Log) writeCheckpoints() error {
 	// taken before mu is let go: a topic deleted and created again after
 	// this list was taken writes its checkpoints after these.
 	l.mu.RLock()
+	if l.ckptDone {
+		l.mu.RUnlock()
+		return ErrClosed
+	}
 	topics := l.topicsLocked()
 	l.ckptMu.Lock()
 	l.mu.RUnlock()
@@ -748,6 +756,15 @@ func (l *Log) Close() error {
 		if err == nil {
 			err = l.writeCheckpoints()
 		}
+		// Nothing writes the checkpoints after these: a Sync, or a cluster
+		// copy's AdvanceStart through a handle kept, would write them over
+		// whatever the next process to take the directory wrote. A write
+		// that began before is waited for (ckptMu).
+		l.mu.Lock()
+		l.ckptDone = true
+		l.mu.Unlock()
+		l.ckptMu.Lock()
+		l.ckptMu.Unlock() // a barrier: the writes begun before are done
 		// The delayed deletes before the marker, the last write: the next
 		// process may take the directory as soon as the marker is there.
 		l.runPendingDeletes()
