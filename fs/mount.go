@@ -333,10 +333,7 @@ func unmountMoved(p string) error {
 // mountDevice returns the device ("major:minor") of the mount at mp, the
 // one on top if several are stacked there, or "" if there is none.
 func mountDevice(mp string) string {
-	real := mp
-	if r, err := filepath.EvalSymlinks(mp); err == nil {
-		real = r
-	}
+	real := realPath(mp)
 	mounts, err := readMountinfo()
 	if err != nil {
 		return ""
@@ -419,11 +416,7 @@ func checkMountpoint(dir string) (string, error) {
 	// mountinfo names mount points by their real paths: a mount point given
 	// through a symbolic link is looked up by the folder it leads to, or a
 	// second mount there would be taken for none and stacked on the first.
-	real := mp
-	if r, err := filepath.EvalSymlinks(mp); err == nil {
-		real = r
-	}
-	top, err := topMount(real)
+	top, err := topMount(realPath(mp))
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrMountpoint, err)
 	}
@@ -529,9 +522,7 @@ func InsideMount(path string) (mountpoint, source string, ok bool) {
 		}
 		p = filepath.Dir(p)
 	}
-	if real, err := filepath.EvalSymlinks(p); err == nil {
-		p = real
-	}
+	p = realPath(p)
 	mounts, err := readMountinfo()
 	if err != nil {
 		return "", "", false
@@ -546,6 +537,15 @@ func InsideMount(path string) (mountpoint, source string, ok bool) {
 		return "", "", false
 	}
 	return best.point, best.source, true
+}
+
+// realPath is p with its symbolic links resolved, as mountinfo names
+// mount points, or p itself if they cannot be.
+func realPath(p string) string {
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		return real
+	}
+	return p
 }
 
 // unescapeMountinfo undoes the octal escapes (\040 for a space) of

@@ -260,13 +260,17 @@ func (t *txnState) load(p *Partition) {
 	t.indexes = map[record.Offset][]txn.AbortedTxn{}
 	segs := p.segments()
 	end := p.EndOffset() // no later than where the folder is listed
-	found, listed := t.loadFolder(p, segs)
+	// The topic deleted, its folder is renamed away once drop is stored:
+	// what would be listed or read by its name may be gone, or a topic's
+	// created again under the name, so it is not looked into, and what was
+	// looked into as drop was stored is not used. The replay is then from
+	// the log start with no .txnindex, as when the folder cannot be
+	// listed: the markers say what they would.
+	var found, listed bool
+	if !p.dropped.Load() {
+		found, listed = t.loadFolder(p, segs)
+	}
 	if p.dropped.Load() {
-		// The topic was deleted: its folder is renamed away once drop is
-		// stored, so what was listed or read may be gone, or a topic's
-		// created again under the name. Replay from the log start with no
-		// .txnindex, as when the folder cannot be listed: the markers say
-		// what they would.
 		found, listed = false, false
 		t.txnIndexes = map[record.Offset]bool{}
 	}
