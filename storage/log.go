@@ -615,10 +615,12 @@ func (l *Log) DeleteTopic(name string) error {
 // settings file, each step durable before the next. An error leaves the
 // rest for the next writable Open, which the settings file tells.
 func (l *Log) removeTopic(t *Topic) error {
+	for _, p := range t.Partitions() {
+		p.drop() // its delayed unlinks would name the next topic's files
+	}
 	errs := []error{t.close()}
 	var doomed []string
 	for _, p := range t.Partitions() {
-		p.drop() // its delayed unlinks would name the next topic's files
 		to := filepath.Join(l.dir, layout.DeletedPartitionDirName(t.name, p.id, uint64(l.now().UnixNano())))
 		if err := l.fs.Rename(p.dir, to); err != nil {
 			return errors.Join(append(errs, err)...)

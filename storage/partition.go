@@ -462,7 +462,12 @@ func (p *Partition) drop() {
 // segment, after which the partition refuses appends and wakes waiters.
 func (p *Partition) close() error {
 	var errs []error
-	if !p.topic.log.opts.ReadOnly {
+	// A dropped partition's files are about to be removed: flushing them,
+	// or writing their view indexes, would be work for nothing, and with
+	// the process out of files (a create that failed for it) it only
+	// fails louder.
+	keep := !p.topic.log.opts.ReadOnly && !p.dropped.Load()
+	if keep {
 		errs = append(errs, p.Sync())
 	}
 	p.filesMu.Lock()
@@ -474,7 +479,7 @@ func (p *Partition) close() error {
 	}
 	p.closed = true
 	for _, s := range p.segments() {
-		if !p.topic.log.opts.ReadOnly {
+		if keep {
 			s.views.closing(s)
 		}
 		errs = append(errs, s.close())

@@ -573,10 +573,12 @@ func (s *segment) discard() error {
 	if err := s.log.Truncate(0); err != nil {
 		errs = append(errs, fmt.Errorf("empty %s: %w", s.logPath(), err))
 	}
+	// Closed first: a create that failed for want of files (EMFILE) has
+	// one to remove the log with, which may need a folder opened.
+	s.release()
 	if err := s.fs.Remove(s.logPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
-	s.release()
 	return errors.Join(errs...)
 }
 
