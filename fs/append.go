@@ -359,16 +359,36 @@ func (h *appendHandle) record(line []byte, cfg storage.Config) (r storage.Record
 // Release appends the partial line left by the last write, if any. The
 // kernel sends RELEASE after the last descriptor of the open file is
 // closed, and does not wait for it: close(2) may return before the record
-// is there.
+// is there. The request's context is not what the append runs under: the
+// kernel never interrupts a RELEASE, and go-fuse cancels every request
+// still running when the mount goes, which would drop a line whose
+// close(2) returned (an umount right after the close).
+//
+// To a cluster the append takes a round trip, and up to
+// delivery.timeout.ms when the cluster does not answer: it runs on a
+// goroutine of its own, not on the go-fuse loop that read the request,
+// which an unmount waits for. The mount's shutdown waits for it instead,
+// after the kernel's connection is gone.
 func (h *appendHandle) Release(ctx context.Context) syscall.Errno {
-	h.release(ctx, true)
+	f := h.n.ps.f
+	if f.c == nil {
+		h.release(true) // locally a quick append
+		return 0
+	}
+	f.releases.Add(1)
+	go func() {
+		defer f.releases.Done()
+		h.release(true)
+	}()
 	return 0
 }
 
 // release appends the partial line, if any, and lets go of it; the
 // mount's shutdown calls it, without invalidating the kernel's caches, for
-// the handles whose RELEASE never came.
-func (h *appendHandle) release(ctx context.Context, invalidate bool) {
+// the handles whose RELEASE never came. The append runs under the mount's
+// releaseCtx: a cluster that does not answer holds it up to
+// delivery.timeout.ms, unless the stopping mount gives up (Server.GiveUp).
+func (h *appendHandle) release(invalidate bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.partial) == 0 || h.dropping {
@@ -376,17 +396,22 @@ func (h *appendHandle) release(ctx context.Context, invalidate bool) {
 		h.hold(0)
 		return
 	}
+	f := h.n.ps.f
+	f.releasing.Add(1)
+	defer f.releasing.Add(-1)
 	r, skip, err := h.record(h.partial, h.config())
 	if err == nil && !skip {
-		if _, err = h.n.ps.appendRecords(ctx, []storage.Record{r}); err == nil && invalidate {
+		if _, err = h.n.ps.appendRecords(f.releaseContext(), []storage.Record{r}); err == nil && invalidate {
 			h.n.ps.invalidate()
 		}
 	}
+	lost := len(h.partial)
 	h.partial = nil
 	h.hold(0)
 	if err != nil {
-		// Nobody is left to tell: log it.
-		h.n.ps.f.errno(err, "release (appending the last, unterminated line)", h.n.name())
+		// Its write(2) and close(2) returned long ago: nobody is left to
+		// tell but the log, and a line is lost.
+		f.log.Error("logfs: the unterminated last line of an append file was not appended", "path", h.n.name(), "bytes", lost, "err", err)
 	}
 }
 

@@ -153,8 +153,15 @@ type Server struct {
 	mountpoint string
 	// dev is the mount's device ("major:minor" in mountinfo), by which
 	// Unmount finds it wherever it is now; "" if it could not be read.
-	dev  string
-	done chan struct{}
+	dev string
+	// served closes when the kernel's connection has gone (an unmount, or
+	// an abort): the device number is then free for anyone's next mount,
+	// and a mount point that carries it is ours only if it is dead, which
+	// attached holds, as it was then. done closes after the mount's own
+	// shutdown, which may take a while (see Appending).
+	served   chan struct{}
+	attached []string // set before served closes
+	done     chan struct{}
 }
 
 // Mount serves l at mountpoint, which must be an empty directory that is
@@ -223,15 +230,31 @@ func Mount(mountpoint string, l *storage.Log, o Options) (*Server, error) {
 	if err := RaiseReadAhead(mp); err != nil {
 		o.Logger.Debug("logfs: read-ahead window left at the kernel's default", "err", err)
 	}
-	s := &Server{fsys: f, srv: srv, mountpoint: mp, dev: mountDevice(mp), done: make(chan struct{})}
+	s := &Server{fsys: f, srv: srv, mountpoint: mp, dev: mountDevice(mp), served: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		srv.Wait()
+		s.attached = deadMountPoints(s.dev)
+		close(s.served)
 		f.shutdown()
 		close(s.done)
 	}()
 	o.Logger.Debug("logfs: mounted", "mountpoint", mp, "data", l.Dir(), "read_only", o.ReadOnly)
 	return s, nil
 }
+
+// Appending reports how many unfinished lines of closed append files
+// (written without a newline) the mount is appending now. Locally that is
+// quick; to a cluster that does not answer it takes up to
+// delivery.timeout.ms, and a stopping mount waits for them: Unmount and
+// Wait return after.
+func (s *Server) Appending() int64 { return s.fsys.releasing.Load() }
+
+// GiveUp makes the appends of unfinished lines under way fail at once,
+// for a stopping mount that should not wait for a cluster that does not
+// answer: each line lost is logged as an error. Lines closed later are
+// appended as before. (A batch already sent is still waited for; see
+// kafka.Cluster.Produce.)
+func (s *Server) GiveUp() { s.fsys.giveUpReleases() }
 
 // Mountpoint returns the absolute path the log is mounted on.
 func (s *Server) Mountpoint() string { return s.mountpoint }
@@ -253,7 +276,9 @@ func (s *Server) Wait() { <-s.done }
 // ErrDetached, and Wait returns once its last open file is closed.
 func (s *Server) Unmount() error {
 	select {
-	case <-s.done:
+	case <-s.served:
+		// Over already: its device may be another mount's by now.
+		<-s.done
 		return nil
 	default:
 	}
@@ -266,7 +291,8 @@ func (s *Server) Unmount() error {
 	}
 	if len(points) == 0 {
 		select {
-		case <-s.done: // it ended meanwhile
+		case <-s.served: // it ended meanwhile
+			<-s.done
 			return nil
 		default:
 			return ErrDetached
@@ -296,11 +322,43 @@ func (s *Server) Unmount() error {
 // connection without unmounting (umount -f of a busy mount, an abort
 // through /sys/fs/fuse/connections), which leaves a dead mount there.
 func (s *Server) Attached() []string {
-	if s.dev == "" {
+	<-s.served
+	return s.attached
+}
+
+// deadMountPoints returns where a mount of device dev is attached with its
+// connection gone (statfs fails with ENOTCONN), as the kernel leaves one
+// it aborted. Once our connection is gone, a live mount of dev is not
+// ours: device numbers of FUSE mounts are reused by the next mount.
+func deadMountPoints(dev string) []string {
+	if dev == "" {
 		return nil
 	}
-	points, _ := mountPoints(s.dev)
-	return points
+	points, _ := mountPoints(dev)
+	var dead []string
+	for _, p := range points {
+		if statfsFails(p, syscall.ENOTCONN) {
+			dead = append(dead, p)
+		}
+	}
+	return dead
+}
+
+// statfsFails reports whether statfs of p fails with errno, asking for at
+// most a second: p may be a live mount of someone else's server, which
+// need not answer.
+func statfsFails(p string, errno syscall.Errno) bool {
+	res := make(chan error, 1)
+	go func() {
+		var st syscall.Statfs_t
+		res <- syscall.Statfs(p, &st)
+	}()
+	select {
+	case err := <-res:
+		return errors.Is(err, errno)
+	case <-time.After(time.Second):
+		return false
+	}
 }
 
 // unmountMoved unmounts the mount at p, one of ours that is not where
@@ -613,6 +671,17 @@ type logFS struct {
 	// Taken after appendHandle.mu, and alone.
 	unfinishedMu sync.Mutex
 	unfinished   map[*appendHandle]struct{} // GUARDED_BY(unfinishedMu); made on first use
+
+	// releaseCtx is what unfinished lines are appended under (see
+	// appendHandle.Release); Server.GiveUp ends it, for the appends under
+	// way, and puts a new one in its place. releasing counts the appends
+	// of unfinished lines under way; releases, the RELEASE appends to a
+	// cluster running on goroutines of their own.
+	releaseMu  sync.Mutex
+	releaseCtx context.Context    // GUARDED_BY(releaseMu)
+	giveUp     context.CancelFunc // GUARDED_BY(releaseMu)
+	releasing  atomic.Int64
+	releases   sync.WaitGroup
 }
 
 type partKey struct {
@@ -629,7 +698,7 @@ func newLogFS(l *storage.Log, o Options) *logFS {
 	if o.Group != nil {
 		gid = *o.Group
 	}
-	return &logFS{
+	f := &logFS{
 		l:        l,
 		c:        o.Cluster,
 		opts:     o,
@@ -644,6 +713,24 @@ func newLogFS(l *storage.Log, o Options) *logFS {
 		times:    make(map[uint64]*timeNode),
 		names:    newNodeCache(o.MaxRecordNames),
 	}
+	f.releaseCtx, f.giveUp = context.WithCancel(context.Background())
+	return f
+}
+
+// releaseContext is the context an unfinished line is appended under now.
+func (f *logFS) releaseContext() context.Context {
+	f.releaseMu.Lock()
+	defer f.releaseMu.Unlock()
+	return f.releaseCtx
+}
+
+// giveUpReleases ends the appends of unfinished lines under way; those
+// that start later run under a new context.
+func (f *logFS) giveUpReleases() {
+	f.releaseMu.Lock()
+	defer f.releaseMu.Unlock()
+	f.giveUp()
+	f.releaseCtx, f.giveUp = context.WithCancel(context.Background())
 }
 
 // partition returns the shared state of a partition, starting its
@@ -672,6 +759,8 @@ func (f *logFS) shutdown() {
 	// right then (the close that ends a mount detached by umount -l, an
 	// umount just after a close). Their write(2) returned, so they are
 	// appended now, as RELEASE would have; nothing is served any more.
+	// First the RELEASEs that came, whose appends to a cluster run on.
+	f.releases.Wait()
 	f.unfinishedMu.Lock()
 	left := make([]*appendHandle, 0, len(f.unfinished))
 	for h := range f.unfinished {
@@ -679,7 +768,7 @@ func (f *logFS) shutdown() {
 	}
 	f.unfinishedMu.Unlock()
 	for _, h := range left {
-		h.release(context.Background(), false)
+		h.release(false)
 	}
 	f.mu.Lock()
 	f.closed = true

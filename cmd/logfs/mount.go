@@ -328,14 +328,36 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 		srv.Wait()
 		close(done)
 	}()
+	// Unmount runs beside the signals: an unfinished line of a closed
+	// append file (written without a newline) is appended before the
+	// mount ends, and to a cluster that does not answer that waits up to
+	// delivery.timeout.ms. The wait is said once it is long, and another
+	// signal gives the lines up.
+	var unmounting chan error // while an Unmount runs
+	var slow <-chan time.Time
+	stopping, detached := false, false
 	for unmounted := false; !unmounted; {
 		select {
 		case s := <-sig:
+			if n := srv.Appending(); n > 0 && (unmounting != nil || stopping || detached) {
+				fmt.Fprintf(stderr, "logfs mount: giving up %d unfinished line%s of closed append files; the errors that follow name them\n", n, plural(int(n)))
+				srv.GiveUp()
+				continue
+			}
+			if unmounting != nil || stopping {
+				continue
+			}
 			logger.Info("unmounting", "signal", s.String(), "mountpoint", mp)
-			if err := srv.Unmount(); errors.Is(err, mountfs.ErrDetached) {
+			unmounting = make(chan error, 1)
+			go func() { unmounting <- srv.Unmount() }()
+			slow = time.After(2 * time.Second)
+		case err := <-unmounting:
+			unmounting = nil
+			if errors.Is(err, mountfs.ErrDetached) {
 				// umount -l came first: the mount ends with its last open
 				// file, and done says when.
 				fmt.Fprintf(stderr, "logfs mount: %s was %s\n", mp, oneLine(err))
+				detached = true
 				continue
 			} else if err != nil {
 				// Busy: a shell has its working directory in the mount, or
@@ -343,11 +365,23 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 				fmt.Fprintf(stderr, "logfs mount: %s; still mounted: close what uses it and press Ctrl-C again\n", oneLine(err))
 				continue
 			}
-			announceStopping()
-			<-done
-			unmounted = true
-		case <-done: // umount from outside
-			announceStopping()
+			if !stopping {
+				announceStopping()
+				stopping = true
+			}
+		case <-slow:
+			if n := srv.Appending(); n > 0 {
+				what := "the unfinished line of a closed append file is appended (to a cluster, at most delivery.timeout.ms); Ctrl-C again gives it up"
+				if n > 1 {
+					what = fmt.Sprintf("the unfinished lines of %d closed append files are appended (to a cluster, at most delivery.timeout.ms); Ctrl-C again gives them up", n)
+				}
+				fmt.Fprintf(stderr, "logfs mount: stopping once %s\n", what)
+			}
+		case <-done: // unmounted, by us or from outside
+			if !stopping {
+				announceStopping()
+				stopping = true
+			}
 			unmounted = true
 		}
 	}

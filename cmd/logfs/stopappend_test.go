@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// writeUnfinished writes line, with no newline, to the append file at
+// path and closes it: the line is appended on RELEASE, after close(2)
+// has returned.
+func writeUnfinished(t *testing.T, path, line string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString(line)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
+// TestStopRightAfterUnfinishedLine stops the mount the moment the file
+// holding an unfinished line is closed, as a script does (printf then
+// umount), a round at a time: the RELEASE that appends the line may still
+// be running as the mount goes, and go-fuse cancels the requests it
+// has running then. Every line must be there after, on a cluster (where
+// the append takes a round trip, and the first asks for a producer id)
+// and locally.
+func TestStopRightAfterUnfinishedLine(t *testing.T) {
+	const rounds = 10
+	t.Run("cluster", func(t *testing.T) {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+		require.NoError(t, err)
+		defer c.Close()
+		dir := t.TempDir()
+		var want []string
+		for i := 0; i < rounds; i++ {
+			mp := filepath.Join(dir, fmt.Sprint("mnt", i))
+			m := startMount(t, dir, mp, "--data", "copy", "--bootstrap-server", strings.Join(c.ListenAddrs(), ","))
+			line := fmt.Sprint("unfinished ", i)
+			writeUnfinished(t, filepath.Join(mp, "t", "0", "append"), line)
+			want = append(want, line)
+			require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
+			require.Equal(t, 0, m.wait(t), m.stderr())
+			require.NotContains(t, m.stderr(), "level=ERROR", "round %d", i)
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"t": {0: kgo.NewOffset().AtStart()}}))
+		require.NoError(t, err)
+		defer cl.Close()
+		var got []string
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for len(got) < rounds && ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		}
+		require.Equal(t, want, got)
+	})
+	t.Run("local", func(t *testing.T) {
+		dir := t.TempDir()
+		ok(t, dir, "", "topic", "create", "--data", "data", "t")
+		var want strings.Builder
+		for i := 0; i < rounds; i++ {
+			mp := filepath.Join(dir, fmt.Sprint("mnt", i))
+			m := startMount(t, dir, mp, "--data", "data")
+			line := fmt.Sprint("unfinished ", i)
+			writeUnfinished(t, filepath.Join(mp, "t", "0", "append"), line)
+			fmt.Fprintln(&want, line)
+			require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
+			require.Equal(t, 0, m.wait(t), m.stderr())
+			require.NotContains(t, m.stderr(), "level=ERROR", "round %d", i)
+		}
+		require.Equal(t, want.String(), ok(t, dir, "", "consume", "--data", "data", "--offset", "0", "t", "0"))
+	})
+}
+
+// TestStopGivesUpUnfinishedLine stops a cluster mount whose cluster is
+// gone while the unfinished line of a closed file waits to be appended:
+// the mount says what it waits for and that another Ctrl-C gives it up;
+// the second signal does, the lost line is logged as an error, and the
+// mount ends at once, its copy closed cleanly.
+func TestStopGivesUpUnfinishedLine(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	require.NoError(t, err)
+	defer c.Close()
+	dir := t.TempDir()
+	mp := filepath.Join(dir, "mnt")
+	m := startMount(t, dir, mp, "--data", "copy", "--bootstrap-server", strings.Join(c.ListenAddrs(), ","))
+	// Opened and written while the cluster is there (an open learns the
+	// topic's settings from it); closed once it is gone.
+	f, err := os.OpenFile(filepath.Join(mp, "t", "0", "append"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("never sent")
+	require.NoError(t, err)
+	c.Close()
+	require.NoError(t, f.Close())
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
+	waitStderr := func(s string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(m.stderr(), s) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q on stderr after 30 s: %s", s, m.stderr())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitStderr("logfs mount: stopping once the unfinished line of a closed append file is appended (to a cluster, at most delivery.timeout.ms); Ctrl-C again gives it up\n")
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
+	require.Equal(t, 0, m.wait(t), m.stderr())
+	errs := m.stderr()
+	require.Contains(t, errs, "logfs mount: giving up 1 unfinished line of closed append files; the errors that follow name them\n")
+	require.Regexp(t, `level=ERROR msg="logfs: the unterminated last line of an append file was not appended" path=t/0/append bytes=10 err=`, errs)
+	require.Contains(t, errs, "logfs mount: unmounted "+mp+"; copy closed cleanly")
+}
