@@ -230,7 +230,9 @@
 // logFS.unfinishedMu (the handles holding an unfinished line); a read holds
 // partState.gate, then tailPage.gate, shared; dropShort takes
 // partState.dropMu, partState.gate, partState.mu, then tailPage.mu;
-// logFS.mu and recordHandle.mu are taken alone. Reads of one open file
+// logFS.mu, logFS.releaseMu and recordHandle.mu are taken alone. A
+// RELEASE that appends an unfinished line to a cluster does it on a
+// goroutine of its own, which the mount's shutdown waits for. Reads of one open file
 // run in parallel, each on a view of its own (a View serialises its own
 // reads); with DirectIO they are serialised by the handle. Appends
 // through any number of opens are serialised by the partition.
