@@ -370,7 +370,8 @@ func mount(cmd *cobra.Command, m mountArgs, mountpoint string) error {
 				stopping = true
 			}
 		case <-slow:
-			if n := srv.Appending(); n > 0 {
+			// (Not when the unmount failed: the mount goes on serving.)
+			if n := srv.Appending(); n > 0 && (unmounting != nil || stopping || detached) {
 				what := "the unfinished line of a closed append file is appended (to a cluster, at most delivery.timeout.ms); Ctrl-C again gives it up"
 				if n > 1 {
 					what = fmt.Sprintf("the unfinished lines of %d closed append files are appended (to a cluster, at most delivery.timeout.ms); Ctrl-C again gives them up", n)
