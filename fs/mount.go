@@ -251,9 +251,8 @@ func (s *Server) Appending() int64 { return s.fsys.releasing.Load() }
 
 // GiveUp makes the appends of unfinished lines under way fail at once,
 // for a stopping mount that should not wait for a cluster that does not
-// answer: each line lost is logged as an error. Lines closed later are
-// appended as before. (A batch already sent is still waited for; see
-// kafka.Cluster.Produce.)
+// answer: each line lost is logged as an error (one already sent may
+// still be appended). Lines closed later are appended as before.
 func (s *Server) GiveUp() { s.fsys.giveUpReleases() }
 
 // Mountpoint returns the absolute path the log is mounted on.
@@ -678,8 +677,8 @@ type logFS struct {
 	// of unfinished lines under way; releases, the RELEASE appends to a
 	// cluster running on goroutines of their own.
 	releaseMu  sync.Mutex
-	releaseCtx context.Context    // GUARDED_BY(releaseMu)
-	giveUp     context.CancelFunc // GUARDED_BY(releaseMu)
+	releaseCtx context.Context         // GUARDED_BY(releaseMu)
+	giveUp     context.CancelCauseFunc // GUARDED_BY(releaseMu)
 	releasing  atomic.Int64
 	releases   sync.WaitGroup
 }
@@ -713,7 +712,7 @@ func newLogFS(l *storage.Log, o Options) *logFS {
 		times:    make(map[uint64]*timeNode),
 		names:    newNodeCache(o.MaxRecordNames),
 	}
-	f.releaseCtx, f.giveUp = context.WithCancel(context.Background())
+	f.releaseCtx, f.giveUp = context.WithCancelCause(context.Background())
 	return f
 }
 
@@ -729,9 +728,14 @@ func (f *logFS) releaseContext() context.Context {
 func (f *logFS) giveUpReleases() {
 	f.releaseMu.Lock()
 	defer f.releaseMu.Unlock()
-	f.giveUp()
-	f.releaseCtx, f.giveUp = context.WithCancel(context.Background())
+	f.giveUp(errGaveUp)
+	f.releaseCtx, f.giveUp = context.WithCancelCause(context.Background())
 }
+
+// errGaveUp is why the appends of unfinished lines end when a stopping
+// mount gives them up. It is storage.ErrClosed, so that a cluster stops
+// waiting even for a batch it sent (see kafka.Cluster.Produce).
+var errGaveUp = fmt.Errorf("%w: given up as the mount stops", storage.ErrClosed)
 
 // partition returns the shared state of a partition, starting its
 // notifier on first use.

@@ -326,8 +326,11 @@ func (c *Cluster) background() {
 			return
 		case <-tick.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.s.requestTimeout)
-		if err := c.refresh(ctx); err != nil {
+		// Under c.ctx: Close, which waits for this loop, ends the request
+		// at once, not after request.timeout.ms of a broker that does not
+		// answer.
+		ctx, cancel := context.WithTimeout(c.ctx, c.s.requestTimeout)
+		if err := c.refresh(ctx); err != nil && c.ctx.Err() == nil {
 			c.logOnce("metadata", "kafka: metadata refresh failed", "err", err)
 		}
 		cancel()

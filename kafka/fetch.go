@@ -206,9 +206,9 @@ func (f *fetcher) run() {
 // refreshSoon refreshes metadata after a fetch or produce found a leader
 // gone, then wakes the fetchers.
 func (c *Cluster) refreshSoon() {
-	ctx, cancel := context.WithTimeout(context.Background(), c.s.requestTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.requestTimeout) // Close ends it
 	defer cancel()
-	if err := c.refresh(ctx); err != nil {
+	if err := c.refresh(ctx); err != nil && c.ctx.Err() == nil {
 		c.logOnce("metadata", "kafka: metadata refresh failed", "err", err)
 	}
 	c.wakeAll()
@@ -433,7 +433,7 @@ func (p *part) diverged(fp fetchPos, rp *kmsg.FetchResponseTopicPartition) {
 // (a truncation). The copy starts again where the cluster's log is.
 func (p *part) outOfRange(fp fetchPos) {
 	c := p.c
-	ctx, cancel := context.WithTimeout(context.Background(), c.offsetsTimeout())
+	ctx, cancel := context.WithTimeout(c.ctx, c.offsetsTimeout()) // Close ends it
 	defer cancel()
 	sent := time.Now()
 	start, end, err := c.listOffsets(ctx, p)

@@ -128,7 +128,10 @@ type batch struct {
 // a batch was sent, Produce waits for its answer even when ctx ends, so
 // that what it returns is true: an interrupted write that returned EINTR
 // after its records were appended would be written twice by a writer
-// that tries again. A record file opened after Produce returned shows the
+// that tries again; except when ctx ends with a cause that is
+// storage.ErrClosed (a mount that gives up its last appends as it stops):
+// Produce then returns at once with that error, the records perhaps
+// appended. A record file opened after Produce returned shows the
 // records.
 func (c *Cluster) Produce(ctx context.Context, cp *storage.Partition, recs []storage.Record) (int, error) {
 	n, _, err := c.ProduceAt(ctx, cp, recs)
@@ -225,12 +228,16 @@ func (c *Cluster) produceCut(ctx context.Context, p *part, recs []storage.Record
 	var first error
 	var firstBatch *batch
 	// Every batch sent is answered for good before any is judged: a
-	// later batch's err is read below, and is nil until then.
+	// later batch's err is read below, and is nil until then. Only a
+	// caller that gives up as it closes (see Produce) stops waiting.
 	for _, b := range batches {
 		if b.done == nil {
 			break // not sent
 		}
-		<-b.done
+		if err := waitAnswer(ctx, b); err != nil {
+			err = fmt.Errorf("append to %s: %w; it was sent and not acknowledged, and may still be appended", p, err)
+			return 0, -1, err, err
+		}
 	}
 	for i, b := range batches {
 		if b.done == nil {
@@ -277,6 +284,23 @@ func (c *Cluster) produceCut(ctx context.Context, p *part, recs []storage.Record
 		first = sendErr
 	}
 	return 0, -1, first, first
+}
+
+// waitAnswer waits until b is answered for good, or until ctx ends with a
+// cause that is storage.ErrClosed, which it returns: the caller gives up
+// as it closes, and nobody will send the records again. The batch's
+// retries go on (the stream's numbering stays whole); only the wait ends.
+func waitAnswer(ctx context.Context, b *batch) error {
+	select {
+	case <-b.done:
+		return nil
+	case <-ctx.Done():
+		if cause := context.Cause(ctx); errors.Is(cause, storage.ErrClosed) {
+			return cause
+		}
+	}
+	<-b.done
+	return nil
 }
 
 // cut builds recs into batches of at most limit bytes each: as few as

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // writeUnfinished writes line, with no newline, to the append file at
@@ -82,42 +83,63 @@ func TestStopRightAfterUnfinishedLine(t *testing.T) {
 	})
 }
 
-// TestStopGivesUpUnfinishedLine stops a cluster mount whose cluster is
-// gone while the unfinished line of a closed file waits to be appended:
-// the mount says what it waits for and that another Ctrl-C gives it up;
-// the second signal does, the lost line is logged as an error, and the
-// mount ends at once, its copy closed cleanly.
+// TestStopGivesUpUnfinishedLine stops a cluster mount while the
+// unfinished line of a file closed just before waits to be appended, to
+// a cluster that is gone, or whose broker took the batch and does not
+// answer: the mount says what it waits for and that another Ctrl-C gives
+// it up; the second signal does, the lost line is logged as an error, and
+// the mount ends at once (not after delivery.timeout.ms, 120 s, nor after
+// a request.timeout.ms of its own requests), its copy closed cleanly.
 func TestStopGivesUpUnfinishedLine(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-	require.NoError(t, err)
-	defer c.Close()
-	dir := t.TempDir()
-	mp := filepath.Join(dir, "mnt")
-	m := startMount(t, dir, mp, "--data", "copy", "--bootstrap-server", strings.Join(c.ListenAddrs(), ","))
-	// Opened and written while the cluster is there (an open learns the
-	// topic's settings from it); closed once it is gone.
-	f, err := os.OpenFile(filepath.Join(mp, "t", "0", "append"), os.O_WRONLY|os.O_APPEND, 0)
-	require.NoError(t, err)
-	_, err = f.WriteString("never sent")
-	require.NoError(t, err)
-	c.Close()
-	require.NoError(t, f.Close())
-	require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
-	waitStderr := func(s string) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(m.stderr(), s) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q on stderr after 30 s: %s", s, m.stderr())
+	for _, tc := range []struct {
+		name, lost string
+		fault      func(c *kfake.Cluster, answer <-chan struct{})
+	}{
+		{"gone", "err=", func(c *kfake.Cluster, _ <-chan struct{}) { c.Close() }},
+		{"no answer", "it was sent and not acknowledged, and may still be appended", func(c *kfake.Cluster, answer <-chan struct{}) {
+			c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				<-answer // every request waits behind this one
+				return nil, nil, false
+			})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+			require.NoError(t, err)
+			answer := make(chan struct{})
+			defer func() {
+				close(answer)
+				c.Close()
+			}()
+			dir := t.TempDir()
+			mp := filepath.Join(dir, "mnt")
+			m := startMount(t, dir, mp, "--data", "copy", "--bootstrap-server", strings.Join(c.ListenAddrs(), ","))
+			// Opened and written while the cluster answers (an open learns
+			// the topic's settings from it, the first line gets the
+			// producer id); closed once it does not.
+			f, err := os.OpenFile(filepath.Join(mp, "t", "0", "append"), os.O_WRONLY|os.O_APPEND, 0)
+			require.NoError(t, err)
+			_, err = f.WriteString("first\nnever sent")
+			require.NoError(t, err)
+			tc.fault(c, answer)
+			require.NoError(t, f.Close())
+			require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
+			deadline := time.Now().Add(30 * time.Second)
+			for !strings.Contains(m.stderr(), "Ctrl-C again gives it up") {
+				if time.Now().After(deadline) {
+					t.Fatalf("no word of the wait after 30 s: %s", m.stderr())
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			require.Contains(t, m.stderr(), "logfs mount: stopping once the unfinished line of a closed append file is appended (to a cluster, at most delivery.timeout.ms); Ctrl-C again gives it up\n")
+			require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
+			require.Equal(t, 0, m.wait(t), m.stderr())
+			errs := m.stderr()
+			require.Contains(t, errs, "logfs mount: giving up 1 unfinished line of closed append files; the errors that follow name them\n")
+			require.Regexp(t, `level=ERROR msg="logfs: the unterminated last line of an append file was not appended" path=t/0/append bytes=10 err=`, errs)
+			require.Contains(t, errs, tc.lost)
+			require.Contains(t, errs, "logfs mount: unmounted "+mp+"; copy closed cleanly")
+		})
 	}
-	waitStderr("logfs mount: stopping once the unfinished line of a closed append file is appended (to a cluster, at most delivery.timeout.ms); Ctrl-C again gives it up\n")
-	require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
-	require.Equal(t, 0, m.wait(t), m.stderr())
-	errs := m.stderr()
-	require.Contains(t, errs, "logfs mount: giving up 1 unfinished line of closed append files; the errors that follow name them\n")
-	require.Regexp(t, `level=ERROR msg="logfs: the unterminated last line of an append file was not appended" path=t/0/append bytes=10 err=`, errs)
-	require.Contains(t, errs, "logfs mount: unmounted "+mp+"; copy closed cleanly")
 }
