@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -88,9 +89,12 @@ it stays.`,
 			var sum produceSummary
 			if err == nil {
 				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+				finished := make(chan struct{})
+				go secondSignalQuits(ctx, stop, finished, cmd.ErrOrStderr())
 				in := cmd.InOrStdin()
 				m := newMeter(progressOut, "producing", inputSize(in))
 				sum, err = produce(ctx, &meterReader{r: in, m: m}, p, f, m, send)
+				close(finished)
 				m.finish()
 				stop()
 				if err != nil && sum.records > 0 {
@@ -110,6 +114,25 @@ it stays.`,
 	addClusterFlags(cmd, &cl, false)
 	cmd.Flags().StringVarP(&format, "format", "f", "values", "input format: values (a line is a value) or jsonl")
 	return cmd
+}
+
+// secondSignalQuits lets a second Ctrl-C (or SIGTERM) end the process at
+// once. The first ends ctx: produce stops reading, appends the partial
+// line and waits for the batches on their way, so that its summary is
+// true; to a broker that does not answer that wait lasts up to
+// delivery.timeout.ms, said after a second unless finished closes first.
+// stop restores the signals' default action.
+func secondSignalQuits(ctx context.Context, stop context.CancelFunc, finished <-chan struct{}, stderr io.Writer) {
+	<-ctx.Done()
+	stop()
+	if context.Cause(ctx) == context.Canceled {
+		return // produce ended by itself (stop cancels ctx too)
+	}
+	select {
+	case <-time.After(time.Second):
+		fmt.Fprintln(stderr, "logfs produce: interrupted; waiting for the records on their way to be acknowledged (Ctrl-C again quits at once: they may still be appended)")
+	case <-finished:
+	}
 }
 
 // produceSummary is what a produce appended.

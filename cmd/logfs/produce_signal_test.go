@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// lockedBuffer is a bytes.Buffer a process writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// TestProduceSecondSignalQuits: produce to a cluster whose broker takes a
+// batch and does not answer. Ctrl-C makes produce wait for that batch, so
+// that its summary is true, which lasts up to delivery.timeout.ms (120 s):
+// it says so after a second, and a second Ctrl-C ends it at once.
+func TestProduceSecondSignalQuits(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	require.NoError(t, err)
+	answer := make(chan struct{})
+	defer func() {
+		close(answer)
+		c.Close()
+	}()
+	var produces atomic.Int32
+	held := make(chan struct{})
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if produces.Add(1) == 2 { // the first goes through
+			close(held)
+			<-answer
+		}
+		return nil, nil, false
+	})
+
+	cmd := exec.Command(logfsBin, "produce", "--bootstrap-server", strings.Join(c.ListenAddrs(), ","), "t", "0")
+	cmd.Dir = t.TempDir()
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	var waitErr error
+	exited := make(chan struct{})
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	// A read of stdin is a batch: the second write is the second batch
+	// once the first has been produced.
+	_, err = stdin.Write([]byte("one\n"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return produces.Load() >= 1 }, 30*time.Second, 5*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // so that "two" is a read of its own
+	_, err = stdin.Write([]byte("two\n"))
+	require.NoError(t, err)
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the second batch never came; stderr: %s", stderr.String())
+	}
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(stderr.String(), "Ctrl-C again quits at once") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no word of the wait: %s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Contains(t, stderr.String(), "logfs produce: interrupted; waiting for the records on their way to be acknowledged (Ctrl-C again quits at once: they may still be appended)\n")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	select {
+	case <-exited:
+		var ee *exec.ExitError
+		require.ErrorAs(t, waitErr, &ee)
+		require.Equal(t, syscall.SIGINT, ee.Sys().(syscall.WaitStatus).Signal(), "ended by the signal: %v", waitErr)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("produce did not end at the second Ctrl-C; stderr: %s", stderr.String())
+	}
+}
