@@ -73,12 +73,11 @@ func TestProduceSecondSignalQuits(t *testing.T) {
 		cmd.Process.Kill()
 		<-exited
 	})
-	// A read of stdin is a batch: the second write is the second batch
-	// once the first has been produced.
+	// A read of stdin is a batch: written once the first was produced,
+	// "two" is the second.
 	_, err = stdin.Write([]byte("one\n"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return produces.Load() >= 1 }, 30*time.Second, 5*time.Millisecond)
-	time.Sleep(100 * time.Millisecond) // so that "two" is a read of its own
 	_, err = stdin.Write([]byte("two\n"))
 	require.NoError(t, err)
 	select {
