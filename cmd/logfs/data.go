@@ -25,9 +25,16 @@ import (
 // defaultDataDir is where the data directory is when --data is not given.
 const defaultDataDir = "./logfs-data"
 
-// addDataFlag adds --data to a command.
+// addDataFlag adds --data to a command that needs the data directory to
+// exist (it only reads it, or writes into topics that must be there).
 func addDataFlag(cmd *cobra.Command, dir *string) {
-	cmd.Flags().StringVar(dir, "data", defaultDataDir, "data directory (created on first use)")
+	cmd.Flags().StringVar(dir, "data", defaultDataDir, "data directory")
+}
+
+// addCreatingDataFlag adds --data to a command that creates the data
+// directory when it does not exist; when names what makes it so.
+func addCreatingDataFlag(cmd *cobra.Command, dir *string, when string) {
+	cmd.Flags().StringVar(dir, "data", defaultDataDir, "data directory (created "+when+")")
 }
 
 // addDebugFlag adds --debug to a command.

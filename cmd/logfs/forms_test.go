@@ -145,3 +145,37 @@ func TestConsumeHelpNamesIsolation(t *testing.T) {
 	usage, _, _ := strings.Cut(out[i:], "\n")
 	require.Contains(t, usage, "[--isolation-level L]")
 }
+
+// TestDataFlagSaysWhoCreates: the --data help of a command says "created on
+// first use" only where the command creates the data directory (mount and
+// topic create); the others fail on a missing one, so a newcomer who read
+// "created on first use" in check --help and got "does not exist" was misled.
+func TestDataFlagSaysWhoCreates(t *testing.T) {
+	dir := t.TempDir()
+	dataHelp := func(args ...string) string {
+		out := ok(t, dir, "", append(args, "--help")...)
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "--data string") {
+				return line
+			}
+		}
+		t.Fatalf("logfs %s --help: no --data line in:\n%s", strings.Join(args, " "), out)
+		return ""
+	}
+	for _, args := range [][]string{{"check"}, {"consume"}, {"produce"}, {"topic", "list"}, {"topic", "describe"}, {"topic", "delete"}} {
+		require.NotContains(t, dataHelp(args...), "created", "logfs %s --help", strings.Join(args, " "))
+		cmd := append(append([]string{}, args...), "--data", "missing")
+		switch args[len(args)-1] {
+		case "consume":
+			cmd = append(cmd, "--offset", "0", "t", "0")
+		case "produce", "describe", "delete":
+			cmd = append(cmd, "t")
+		}
+		fails(t, dir, exitFailure, "does not exist", cmd...)
+		require.NoDirExists(t, filepath.Join(dir, "missing"))
+	}
+	require.Contains(t, dataHelp("topic", "create"), "created on first use")
+	ok(t, dir, "", "topic", "create", "--data", "new", "t")
+	require.DirExists(t, filepath.Join(dir, "new"))
+	require.Contains(t, dataHelp("mount"), "created on first use, unless --read-only")
+}

@@ -98,7 +98,7 @@ fuse3 package).`,
 			return mount(cmd, m, a[0])
 		},
 	}
-	addDataFlag(cmd, &m.dir)
+	addCreatingDataFlag(cmd, &m.dir, "on first use, unless --read-only")
 	addClusterFlags(cmd, &m.cluster, true)
 	addDebugFlag(cmd, &m.debug)
 	cmd.Flags().BoolVar(&m.readOnly, "read-only", false, "serve without changing anything; writes fail with EROFS")

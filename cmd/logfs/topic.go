@@ -94,7 +94,7 @@ Properties: ` + strings.Join(storage.PropertyNames(), ", ") + `.`,
 			return nil
 		},
 	}
-	addDataFlag(cmd, &dir)
+	addCreatingDataFlag(cmd, &dir, "on first use")
 	cmd.Flags().IntVarP(&partitions, "partitions", "p", 1, "number of partitions")
 	cmd.Flags().StringArrayVarP(&configs, "config", "c", nil, "topic property `name=value` (repeatable)")
 	return cmd
