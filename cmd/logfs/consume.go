@@ -118,7 +118,7 @@ end it with status 0.`,
 	addClusterFlags(cmd, &c.cluster, false)
 	addDebugFlag(cmd, &c.debug)
 	cmd.Flags().StringVar(&c.offset, "offset", "", "first offset: a number, earliest or latest")
-	cmd.Flags().StringVar(&c.time, "time", "", "first record at or after `T`: unix seconds, unix ms or RFC 3339")
+	cmd.Flags().StringVar(&c.time, "time", "", "first record at or after `T`: unix seconds, unix ms, RFC 3339 or a date (midnight UTC)")
 	cmd.Flags().BoolVarP(&c.follow, "follow", "F", false, "wait for new records and print them until interrupted")
 	cmd.Flags().StringVarP(&format, "format", "f", "values", "output format: values or jsonl")
 	return cmd

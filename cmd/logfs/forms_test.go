@@ -179,3 +179,22 @@ func TestDataFlagSaysWhoCreates(t *testing.T) {
 	require.DirExists(t, filepath.Join(dir, "new"))
 	require.Contains(t, dataHelp("mount"), "created on first use, unless --read-only")
 }
+
+// TestConsumeTimeHelpNamesEveryForm: the --time flag's help names every form
+// --time takes, the date included, as the command's long help and README do.
+func TestConsumeTimeHelpNamesEveryForm(t *testing.T) {
+	dir := t.TempDir()
+	out := ok(t, dir, "", "consume", "--help")
+	line := ""
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "--time T") {
+			line = l
+		}
+	}
+	for _, form := range []string{"unix seconds", "unix ms", "RFC 3339", "date"} {
+		require.Contains(t, line, form)
+	}
+	ok(t, dir, "", "topic", "create", "t")
+	ok(t, dir, "a\n", "produce", "t")
+	require.Equal(t, "a\n", ok(t, dir, "", "consume", "--time", "2024-10-10", "t", "0"))
+}
