@@ -154,7 +154,7 @@
 // notifier is its own goroutine, and the append path invalidates other
 // inodes than the append file it is writing. tail -f, which polls fstat
 // every second on FUSE (a "remote" file system to coreutils), sees a new
-// size within about a second; tail -F -s 0.1 polls ten times a second,
+// size within about a second; tail -f -s 0.1 polls ten times a second,
 // and logfs consume --follow waits for each append.
 //
 // # Appending
