@@ -52,14 +52,19 @@ repaired directory does), 1 otherwise.`,
 			if err != nil {
 				return err
 			}
-			problems := checkLog(cmd.OutOrStdout(), l, repair)
+			problems, holes := checkLog(cmd.OutOrStdout(), l, repair)
 			if err := closeLog(l, nil); err != nil {
 				return err
 			}
 			if problems > 0 {
 				hint := "; logfs check --repair cuts bad bytes out, keeping them aside"
-				if repair {
+				switch {
+				case repair:
 					hint = ""
+				case holes == problems:
+					// --repair changes nothing about a hole: do not
+					// send the reader round in a circle.
+					hint = "; a hole's offsets are lost for good, --repair cannot bring them back"
 				}
 				return fmt.Errorf("%d problem%s in %s (listed above)%s", problems, plural(problems), dir, hint)
 			}
@@ -73,9 +78,9 @@ repaired directory does), 1 otherwise.`,
 }
 
 // checkLog reports what opening l found in each partition and what Check
-// finds now, and returns the number of problems.
-func checkLog(w io.Writer, l *storage.Log, repaired bool) int {
-	problems := 0
+// finds now, and returns the number of problems and how many of them are
+// holes (storage.ErrHole: offsets lost from a log that never compacts).
+func checkLog(w io.Writer, l *storage.Log, repaired bool) (problems, holes int) {
 	partitions := 0
 	var bytes int64
 	for _, name := range l.Topics() {
@@ -102,12 +107,15 @@ func checkLog(w io.Writer, l *storage.Log, repaired bool) int {
 		for _, e := range unjoin(err) {
 			fmt.Fprintf(w, "%s\n", oneLine(e))
 			problems++
+			if errors.Is(e, storage.ErrHole) {
+				holes++
+			}
 		}
 	}
 	if problems == 0 {
 		fmt.Fprintf(w, "%s: %d topic%s, %d partition%s, %d bytes of log: OK\n", l.Dir(), len(l.Topics()), plural(len(l.Topics())), partitions, plural(partitions), bytes)
 	}
-	return problems
+	return problems, holes
 }
 
 // joinType is the type errors.Join returns.

@@ -186,3 +186,29 @@ func TestCheckAfterCrash(t *testing.T) {
 		require.Contains(t, r.stdout+r.stderr, filepath.Base(sealed), "logfs %v", args)
 	}
 }
+
+// TestCheckHoleNeedsNoRepair: after --repair cut a bad batch out, check
+// still reports the hole it left (the records are gone), and its error line
+// must not send the reader back to --repair, which cannot change that.
+func TestCheckHoleNeedsNoRepair(t *testing.T) {
+	dir := setupConsume(t)
+	logs, err := filepath.Glob(filepath.Join(dir, "logfs-data", "orders-0", "*.log"))
+	require.NoError(t, err)
+	require.Greater(t, len(logs), 2)
+	b, err := os.ReadFile(logs[1])
+	require.NoError(t, err)
+	b[len(b)-5] ^= 0xff
+	require.NoError(t, os.WriteFile(logs[1], b, 0o644))
+	r := logfs(t, dir, "", "check")
+	requireOneLineError(t, r, exitFailure, "(listed above); logfs check --repair cuts bad bytes out")
+
+	r = logfs(t, dir, "", "check", "--repair")
+	require.Equal(t, exitFailure, r.code, "the hole stays: %s", r.stdout)
+	for range 2 {
+		r = logfs(t, dir, "", "check")
+		requireOneLineError(t, r, exitFailure, "1 problem in ./logfs-data (listed above); a hole's offsets are lost for good, --repair cannot bring them back")
+		require.Contains(t, r.stdout, "hole")
+		require.NotContains(t, r.stderr, "logfs check --repair cuts")
+		logfs(t, dir, "", "check", "--repair")
+	}
+}
