@@ -292,9 +292,20 @@ func (l *Log) open() error {
 			Gapless:       l.gapless,
 		}
 	}
-	if (!clean || l.opts.ForceRecovery) && len(parts) > 0 {
+	switch {
+	case len(parts) == 0:
+	case l.opts.ForceRecovery:
+		l.logger.Info("recovering every segment, as asked", "dir", l.dir, "partitions", len(parts),
+			"read_only", l.opts.ReadOnly)
+	case !clean && l.opts.ReadOnly:
+		// A read-only open beside a running writer (README: consume,
+		// check and mount --read-only work beside a mount) finds no
+		// marker either: nothing need be wrong, and nothing is changed.
+		l.logger.Info("data directory has no clean-shutdown marker (a writer has it open, or it was not shut down cleanly); reading the log since the last checkpoint, changing nothing",
+			"dir", l.dir, "partitions", len(parts), "read_only", true)
+	case !clean:
 		l.logger.Info("data directory was not shut down cleanly; recovering", "dir", l.dir, "partitions", len(parts),
-			"forced", l.opts.ForceRecovery, "read_only", l.opts.ReadOnly)
+			"forced", false, "read_only", false)
 	}
 	states, errs, report := recovery.LoadAll(opts, recovery.LoadOptions{Threads: l.opts.RecoveryThreads, Logger: l.logger,
 		OnProgress: l.opts.RecoveryProgress})

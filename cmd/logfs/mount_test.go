@@ -231,3 +231,27 @@ func TestMountErrors(t *testing.T) {
 		require.NoDirExists(t, filepath.Join(dir, "two"))
 	})
 }
+
+// TestReadOnlyBesideAMountSaysNothingWrong: README says mount --read-only
+// works beside a running mount. The running mount's data directory has no
+// clean-shutdown marker (it is open), and the read-only mount told a
+// newcomer "data directory was not shut down cleanly; recovering", which
+// reads as damage and as a change; it says what the missing marker may mean
+// and that it changes nothing.
+func TestReadOnlyBesideAMountSaysNothingWrong(t *testing.T) {
+	dir := t.TempDir()
+	rw := startMount(t, dir, filepath.Join(dir, "mnt"))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "mnt", "t"), 0o755))
+	appendLine(t, filepath.Join(dir, "mnt", "t", "0", "append"), "x\n")
+	ro := startMount(t, dir, filepath.Join(dir, "ro"), "--read-only")
+	b, err := os.ReadFile(filepath.Join(dir, "ro", "t", "0", "offset", "0"))
+	require.NoError(t, err)
+	require.Equal(t, "x\n", string(b))
+	require.NotContains(t, ro.stderr(), "not shut down cleanly; recovering")
+	require.Contains(t, ro.stderr(), "no clean-shutdown marker (a writer has it open, or it was not shut down cleanly)")
+	require.Contains(t, ro.stderr(), "changing nothing")
+	require.NoError(t, ro.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, ro.wait(t), ro.stderr())
+	require.NoError(t, rw.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, rw.wait(t), rw.stderr())
+}
