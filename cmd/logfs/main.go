@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -98,7 +99,7 @@ created on first use.`,
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return usageErrorf("%v (see %s --help)", err, cmd.CommandPath())
+		return usageErrorf("%s (see %s --help)", flagErrorText(err), cmd.CommandPath())
 	})
 	cs := make([]*cobra.Command, 0, len(commands))
 	for _, newCmd := range commands {
@@ -129,6 +130,28 @@ type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
+
+// flagErrorText is a flag's parse error in words: pflag says which flag
+// and value, then adds strconv's own text (strconv.ParseInt: parsing
+// "abc": invalid syntax), which says it again in Go's terms; that part
+// becomes what the flag wants.
+func flagErrorText(err error) string {
+	msg := err.Error()
+	var ne *strconv.NumError
+	if !errors.As(err, &ne) {
+		return msg
+	}
+	want := "want a whole number"
+	switch {
+	case ne.Func == "ParseBool":
+		want = "want true or false"
+	case errors.Is(ne.Err, strconv.ErrRange):
+		want = "out of range"
+	case strings.HasPrefix(ne.Func, "ParseFloat"):
+		want = "want a number"
+	}
+	return strings.Replace(msg, ne.Error(), want, 1)
+}
 
 func usageErrorf(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}

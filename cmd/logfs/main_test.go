@@ -168,3 +168,21 @@ func TestOneLine(t *testing.T) {
 	err := fmt.Errorf("open x: %w", fmt.Errorf("logfs/storage: no such topic\nlogfs/record: corrupt batch"))
 	require.Equal(t, "open x: no such topic; corrupt batch", oneLine(err))
 }
+
+// TestFlagValueErrorsInWords: a number flag given something else says what
+// it wants, not strconv's "strconv.ParseInt: parsing "abc": invalid syntax".
+func TestFlagValueErrorsInWords(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"topic", "create", "--partitions", "abc", "t"}, `invalid argument "abc" for "-p, --partitions" flag: want a whole number (see logfs topic create --help)`},
+		{[]string{"dump", "--max-bytes", "1x", "a.log"}, `invalid argument "1x" for "--max-bytes" flag: want a whole number`},
+		{[]string{"dump", "--max-bytes", "99999999999999999999", "a.log"}, `for "--max-bytes" flag: out of range`},
+		{[]string{"mount", "--read-only=maybe", "mnt"}, `invalid argument "maybe" for "--read-only" flag: want true or false`},
+	} {
+		r := fails(t, dir, exitUsage, tc.want, tc.args...)
+		require.NotContains(t, r.stderr, "strconv")
+	}
+}
