@@ -64,7 +64,8 @@ end it with status 0.`,
 		Example: `  logfs consume --offset earliest orders 0
   logfs consume --offset 1234 --format jsonl orders 0
   logfs consume --time 2024-10-10T12:00:00Z orders 0
-  logfs consume --offset latest --follow orders 0`,
+  logfs consume --offset latest --follow orders 0
+  logfs consume --bootstrap-server kafka1:9092 --offset earliest orders 0`,
 		Args: args("TOPIC", "PARTITION"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			c.topic = a[0]

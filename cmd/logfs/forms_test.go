@@ -198,3 +198,21 @@ func TestConsumeTimeHelpNamesEveryForm(t *testing.T) {
 	ok(t, dir, "a\n", "produce", "t")
 	require.Equal(t, "a\n", ok(t, dir, "", "consume", "--time", "2024-10-10", "t", "0"))
 }
+
+// TestClusterFormInHelp: README gives mount, produce and consume a second
+// form, on a Kafka cluster (--bootstrap-server); their --help showed it only
+// as one flag among many. Each has an example of it, and mount's long help
+// says what it does and where its local copy lives.
+func TestClusterFormInHelp(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []string{"mount", "produce", "consume"} {
+		out := ok(t, dir, "", c, "--help")
+		_, examples, found := strings.Cut(out, "Examples:")
+		require.True(t, found, out)
+		examples, _, _ = strings.Cut(examples, "Flags:")
+		require.Contains(t, examples, "logfs "+c+" --bootstrap-server ", "logfs %s --help", c)
+	}
+	out := ok(t, dir, "", "mount", "--help")
+	require.Contains(t, out, "With --bootstrap-server HOST:PORT[,HOST:PORT…] it mounts a live Kafka\ncluster instead")
+	require.Contains(t, out, "~/.cache/logfs/cluster-<cluster id>")
+}

@@ -74,10 +74,17 @@ and debug, accepts and ignores the words fstab lines carry that mean
 nothing here (noatime, relatime, nodev, nosuid, noexec, auto, noauto, user,
 nofail, _netdev, defaults, x-*), takes direct_io (read record files with
 direct I/O instead of through the page cache: every read then reaches
-logfs, and nothing is cached twice), and takes the broker setting log.retention.check.interval.ms: how often
-retention deletes the segments retention.ms and retention.bytes condemn
-(default 300000, 5 minutes; the first run comes 30 s after the mount, or
-sooner with a shorter interval).
+logfs, and nothing is cached twice), and takes the broker setting
+log.retention.check.interval.ms: how often retention deletes the segments
+retention.ms and retention.bytes condemn (default 300000, 5 minutes; the
+first run comes 30 s after the mount, or sooner with a shorter interval).
+
+With --bootstrap-server HOST:PORT[,HOST:PORT…] it mounts a live Kafka
+cluster instead, with the same tree: appends produce (acks=all), record
+files show what a consumer sees. What it reads is kept in a local copy,
+in --data when given, else in ~/.cache/logfs/cluster-<cluster id>.
+--command-config and -X take Kafka client properties (security.protocol,
+sasl.mechanism, …).
 
 The mount is private: only the user who mounts gets in. --allow-other lets
 other users in, to do what the modes of the files allow, which the kernel
@@ -91,7 +98,8 @@ fuse3 package).`,
 		Example: `  logfs mount ./mnt
   logfs mount --data /srv/logfs -o retention.ms=86400000 /mnt/logfs
   logfs mount --read-only --data /var/lib/kafka/data /mnt/kafka
-  logfs mount --allow-other -o umask=027,gid=loggers /mnt/logfs`,
+  logfs mount --allow-other -o umask=027,gid=loggers /mnt/logfs
+  logfs mount --bootstrap-server kafka1:9092,kafka2:9092 /mnt/kafka`,
 		Args: args("MOUNTPOINT"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			m.cluster.dataSet = cmd.Flags().Changed("data")

@@ -50,7 +50,8 @@ the command; nothing of the read holding it is appended, and what went before
 it stays.`,
 		Example: `  echo hello | logfs produce orders
   seq 1000 | logfs produce --data /srv/logfs orders 2
-  echo '{"key":"k1","value":"v1","headers":{"h":"x"}}' | logfs produce --format jsonl orders`,
+  echo '{"key":"k1","value":"v1","headers":{"h":"x"}}' | logfs produce --format jsonl orders
+  seq 10 | logfs produce --bootstrap-server kafka1:9092 orders 0`,
 		Args: args("TOPIC", "[PARTITION]"),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			topic := a[0]
