@@ -62,8 +62,8 @@ Properties: ` + strings.Join(storage.PropertyNames(), ", ") + `.`,
 			if err := checkTopic(name); err != nil {
 				return err
 			}
-			if partitions < 1 {
-				return usageErrorf("--partitions must be at least 1, not %d", partitions)
+			if partitions < 1 || partitions > layout.MaxPartitions {
+				return usageErrorf("--partitions must be from 1 to %d, not %d", layout.MaxPartitions, partitions)
 			}
 			o := storage.Overrides{}
 			for _, kv := range configs {
