@@ -87,13 +87,7 @@ func TestProduceSecondSignalQuits(t *testing.T) {
 	}
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(stderr.String(), "Ctrl-C again quits at once") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no word of the wait: %s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitText(t, stderr.String, "Ctrl-C again quits at once")
 	require.Contains(t, stderr.String(), "logfs produce: interrupted; waiting for the records on their way to be acknowledged (Ctrl-C again quits at once: they may still be appended)\n")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	select {

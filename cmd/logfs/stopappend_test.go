@@ -16,16 +16,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// writeUnfinished writes line, with no newline, to the append file at
-// path and closes it: the line is appended on RELEASE, after close(2)
-// has returned.
-func writeUnfinished(t *testing.T, path, line string) {
+// waitText waits up to 30 s for text() to hold want, and fails with
+// what it holds then.
+func waitText(t *testing.T, text func() string, want string) {
 	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	require.NoError(t, err)
-	_, err = f.WriteString(line)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(text(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q after 30 s in: %s", want, text())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // TestStopRightAfterUnfinishedLine stops the mount the moment the file
@@ -47,7 +48,7 @@ func TestStopRightAfterUnfinishedLine(t *testing.T) {
 			mp := filepath.Join(dir, fmt.Sprint("mnt", i))
 			m := startMount(t, dir, mp, "--data", "copy", "--bootstrap-server", strings.Join(c.ListenAddrs(), ","))
 			line := fmt.Sprint("unfinished ", i)
-			writeUnfinished(t, filepath.Join(mp, "t", "0", "append"), line)
+			appendLine(t, filepath.Join(mp, "t", "0", "append"), line) // no newline: appended on RELEASE
 			want = append(want, line)
 			require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
 			require.Equal(t, 0, m.wait(t), m.stderr())
@@ -73,7 +74,7 @@ func TestStopRightAfterUnfinishedLine(t *testing.T) {
 			mp := filepath.Join(dir, fmt.Sprint("mnt", i))
 			m := startMount(t, dir, mp, "--data", "data")
 			line := fmt.Sprint("unfinished ", i)
-			writeUnfinished(t, filepath.Join(mp, "t", "0", "append"), line)
+			appendLine(t, filepath.Join(mp, "t", "0", "append"), line) // no newline: appended on RELEASE
 			fmt.Fprintln(&want, line)
 			require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
 			require.Equal(t, 0, m.wait(t), m.stderr())
@@ -125,13 +126,7 @@ func TestStopGivesUpUnfinishedLine(t *testing.T) {
 			tc.fault(c, answer)
 			require.NoError(t, f.Close())
 			require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
-			deadline := time.Now().Add(30 * time.Second)
-			for !strings.Contains(m.stderr(), "Ctrl-C again gives it up") {
-				if time.Now().After(deadline) {
-					t.Fatalf("no word of the wait after 30 s: %s", m.stderr())
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			waitText(t, m.stderr, "Ctrl-C again gives it up")
 			require.Contains(t, m.stderr(), "logfs mount: stopping once the unfinished line of a closed append file is appended (to a cluster, at most delivery.timeout.ms); Ctrl-C again gives it up\n")
 			require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
 			require.Equal(t, 0, m.wait(t), m.stderr())
