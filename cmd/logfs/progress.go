@@ -58,7 +58,7 @@ type meter struct {
 	w      io.Writer
 	term   bool
 	logger *slog.Logger
-	bar    *progressbar.ProgressBar // once shown; only the display goroutine touches it
+	bar    *progressbar.ProgressBar // once shown; after startMeter's first draw only the display goroutine touches it
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -84,7 +84,12 @@ func startMeter(w io.Writer, what, unit string, total, done int64, detail string
 	m.total.Store(total)
 	m.done.Store(done)
 	m.setDetail(detail)
-	if !m.term {
+	if m.term {
+		// The first frame, here rather than in the display goroutine: it
+		// shows the work as it starts, not as it is by the time that
+		// goroutine runs (on a busy machine the start's detail was gone).
+		m.draw()
+	} else {
 		m.logger = newLogger(w, slog.LevelInfo, false, false)
 	}
 	go m.run()
@@ -114,9 +119,6 @@ func (m *meter) run() {
 	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	if m.term {
-		m.draw() // at once, if there is no delay
-	}
 	for {
 		select {
 		case <-m.stop:
