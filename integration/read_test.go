@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/logfs/logfs/fs"
+	"github.com/logfs/logfs/internal/fusetest"
 	"github.com/logfs/logfs/storage"
 )
 
@@ -228,16 +229,7 @@ func tailLines(t *testing.T, ctx context.Context, args ...string) <-chan string 
 		cancel()
 		_ = cmd.Wait()
 	})
-	file := args[len(args)-1]
-	require.Eventually(t, func() bool {
-		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", cmd.Process.Pid))
-		for _, fd := range fds {
-			if target, err := os.Readlink(fd); err == nil && strings.HasPrefix(target, filepath.Dir(file)) {
-				return true
-			}
-		}
-		return false
-	}, 10*time.Second, 5*time.Millisecond, "tail never opened %s", file)
+	fusetest.WaitOpen(t, cmd.Process.Pid, filepath.Dir(args[len(args)-1]))
 	lines := make(chan string, 100)
 	go func() {
 		sc := bufio.NewScanner(out)

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/logfs/logfs/fs"
+	"github.com/logfs/logfs/internal/fusetest"
 	"github.com/logfs/logfs/kafka"
 	"github.com/logfs/logfs/record"
 	"github.com/logfs/logfs/storage"
@@ -170,7 +171,9 @@ func TestMountSizesPreadTail(t *testing.T) {
 		}
 		close(got)
 	}()
-	time.Sleep(300 * time.Millisecond) // tail has opened the file
+	// latest resolves as tail opens it: a record produced before is not
+	// in the file tail follows.
+	fusetest.WaitOpen(t, tail.Process.Pid, filepath.Join(mp, "log/0/offset"))
 	for i := 0; i < 5; i++ {
 		produce(t, cl, "log", 0, "live-"+strconv.Itoa(i))
 		select {

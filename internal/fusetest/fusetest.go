@@ -13,10 +13,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/logfs/logfs/internal/fuseenv"
 )
@@ -78,4 +80,27 @@ func Unmount(mp string, lazy bool) error {
 		return fmt.Errorf("%s %s %s: %w: %s", bin, strings.Join(args, " "), mp, err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// WaitOpen waits until process pid has a file under dir open: a program
+// started on a file of a mount (tail -f, cat) has opened it, so that what
+// is appended from then on is its to show. A file whose name resolves at
+// lookup time (offset/latest) takes what was there at the open; a test
+// that appends before it must not guess with a sleep, which a loaded
+// machine outlasts. It fails t after a minute.
+func WaitOpen(t testing.TB, pid int, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+		for _, fd := range fds {
+			if target, err := os.Readlink(fd); err == nil && strings.HasPrefix(target, dir+"/") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d never opened a file under %s", pid, dir)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
