@@ -650,7 +650,13 @@ func TestAdv33LifecycleStorm(t *testing.T) {
 			_ = l.Check()
 		}
 	})
-	time.Sleep(1500 * time.Millisecond)
+	// 1.5 s of storm, and more until the creates and deletes it needs went
+	// through: a loaded machine under the race detector does fewer in the
+	// time. The counts are checked below.
+	for start := time.Now(); time.Since(start) < 1500*time.Millisecond ||
+		(creates.Load() <= 5 || deletes.Load() <= 5) && time.Since(start) < time.Minute; {
+		time.Sleep(10 * time.Millisecond)
+	}
 	close(stop)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

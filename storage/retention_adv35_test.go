@@ -568,7 +568,14 @@ func TestAdv35RetentionRecreateStorm(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// 1.5 s of storm, and more until the incarnations it needs were made:
+	// a loaded machine under the race detector makes fewer in the time.
+	// Their number is checked below.
+	incarnations := func() int { mu.Lock(); defer mu.Unlock(); return live }
+	for start := time.Now(); time.Since(start) < 1500*time.Millisecond ||
+		incarnations() <= 5 && time.Since(start) < time.Minute; {
+		time.Sleep(10 * time.Millisecond)
+	}
 	close(stop)
 	adv35WithTimeout(t, "the storm's goroutines", wg.Wait)
 	require.Empty(t, failures)
