@@ -56,9 +56,10 @@ func TestMarkerFollowsTheStop(t *testing.T) {
 
 // TestNothingAcknowledgedIsLost (holds): writers append through the mount,
 // one open, write and close per line, while the mount is stopped: by
-// SIGTERM, repeated while an open file keeps the unmount busy (the kernel
-// refuses an unmount while a file is open; the writers leave a moment
-// between lines when none is), or by kill -9. Every line whose write(2) and close(2) returned is in the log
+// SIGTERM, amid the writers' open files (the kernel refuses an unmount
+// while a file is open: the mount says so and keeps serving), then again
+// while the writers hold off between lines, so that none is open, or by
+// kill -9. Every line whose write(2) and close(2) returned is in the log
 // afterwards, in each writer's order, and the log checks clean.
 func TestNothingAcknowledgedIsLost(t *testing.T) {
 	for _, stop := range []string{"SIGTERM", "SIGKILL"} {
@@ -72,39 +73,66 @@ func TestNothingAcknowledgedIsLost(t *testing.T) {
 			const writers = 4
 			acked := make([][]string, writers)
 			var wg sync.WaitGroup
+			first := make(chan struct{}, writers) // a writer's first line is acknowledged
+			var quiet sync.RWMutex                // held, no writer has the file open
 			for w := 0; w < writers; w++ {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					for i := 0; ; i++ {
 						line := fmt.Sprintf("w%d-%06d", w, i)
+						quiet.RLock()
 						f, err := os.OpenFile(appendFile, os.O_WRONLY|os.O_APPEND, 0)
 						if err != nil {
+							quiet.RUnlock()
 							return
 						}
 						_, err = f.WriteString(line + "\n")
-						if cerr := f.Close(); err == nil && cerr == nil {
+						cerr := f.Close()
+						quiet.RUnlock()
+						if err == nil && cerr == nil {
 							acked[w] = append(acked[w], line)
 						} else {
 							return
+						}
+						if i == 0 {
+							first <- struct{}{}
 						}
 						time.Sleep(time.Millisecond)
 					}
 				}()
 			}
+			// Every writer is under way (on a loaded machine that may take
+			// longer than the moment below), then the stop comes among
+			// their writes.
+			for w := 0; w < writers; w++ {
+				select {
+				case <-first:
+				case <-time.After(30 * time.Second):
+					t.Fatalf("%d of %d writers got a line acknowledged in 30 s; stderr: %s", w, writers, m.stderr())
+				}
+			}
 			time.Sleep(300 * time.Millisecond)
 			if stop == "SIGKILL" {
 				require.NoError(t, m.cmd.Process.Kill())
 			} else {
-				for deadline := time.Now().Add(10 * time.Second); ; {
+				// Waiting for a moment with no file open used to be left to
+				// chance: the writers' 1 ms pauses seldom all met, and on a
+				// loaded machine ten seconds of SIGTERMs every 50 ms went by
+				// without one.
+				require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
+				select {
+				case <-m.done:
+				case <-time.After(50 * time.Millisecond):
+					quiet.Lock()
 					require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
 					select {
 					case <-m.done:
-					case <-time.After(50 * time.Millisecond):
-						require.True(t, time.Now().Before(deadline), "the mount did not stop: %s", m.stderr())
-						continue
+						quiet.Unlock()
+					case <-time.After(30 * time.Second):
+						quiet.Unlock()
+						t.Fatalf("the mount did not stop with no file open: %s", m.stderr())
 					}
-					break
 				}
 			}
 			<-m.done
