@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -192,8 +191,10 @@ func TestBenchMount(t *testing.T) {
 
 func TestBenchInterruptRemovesEverything(t *testing.T) {
 	args := []string{"--size", "1k", "--records", "2000000", "--max-records", "2000000", "--phases", "append"}
+	mount := false
 	if _, err := os.Stat("/dev/fuse"); err == nil && os.Geteuid() == 0 {
 		// Interrupted while mounted: the mount must go too.
+		mount = true
 		args = []string{"--mount", "--phases", "tail", "--size", "100", "--records", "1000", "--tool-runs", "1000000"}
 	}
 	dir := t.TempDir()
@@ -201,7 +202,14 @@ func TestBenchInterruptRemovesEverything(t *testing.T) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
-	time.Sleep(1500 * time.Millisecond)
+	defer cmd.Process.Kill() // if the test fails before the interrupt
+	// The interrupt comes once the run is under way: its data folder made
+	// and, with --mount, the mount up. (A fixed 1.5 s came, on a loaded
+	// machine, before the mount.)
+	waitFor(t, "the bench run under way", func() bool {
+		ents, err := os.ReadDir(dir)
+		return err == nil && len(ents) > 0 && (!mount || len(mountsUnder(t, dir)) > 0)
+	})
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	err := cmd.Wait()
 	var ee *exec.ExitError

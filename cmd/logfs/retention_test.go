@@ -47,10 +47,11 @@ func logStart(t *testing.T, part string) int64 {
 	return info.LogStartOffset
 }
 
-// waitFor polls cond for up to 20 s.
+// waitFor polls cond for up to a minute: what it waits for may be a
+// process start and a mount, which a loaded machine slows.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
