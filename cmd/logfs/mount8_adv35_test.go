@@ -95,7 +95,7 @@ func TestMountThroughMount8(t *testing.T) {
 mp=%[2]s
 # The mount removed the marker as it opened the data directory: it is
 # back once the background mount has closed the log.
-waitmarker() { for i in $(seq 100); do [ -e %[3]s ] && return 0; sleep 0.1; done; echo "no marker"; exit 1; }
+waitmarker() { for i in $(seq 300); do [ -e %[3]s ] && return 0; sleep 0.1; done; echo "no marker"; exit 1; }
 mount -t fuse.%[1]s %[4]s $mp -o noatime,retention.ms=-1
 mkdir $mp/t
 echo one > $mp/t/0/append

@@ -59,8 +59,8 @@ func startPipedMount(t *testing.T, dir, mountpoint string, args ...string) (*exe
 	case l, ok := <-lines:
 		require.True(t, ok, "logfs mount ended before it was ready")
 		require.Contains(t, l, "ready:")
-	case <-time.After(15 * time.Second):
-		t.Fatal("logfs mount not ready after 15 s")
+	case <-time.After(30 * time.Second):
+		t.Fatal("logfs mount not ready after 30 s")
 	}
 	return cmd, r, done
 }
@@ -71,14 +71,14 @@ type exited struct {
 	err error
 }
 
-// wait waits up to 15 s for the process to end and returns how it ended.
+// wait waits up to 30 s for the process to end and returns how it ended.
 func (e *exited) wait(t *testing.T) error {
 	t.Helper()
 	select {
 	case <-e.ch:
 		return e.err
-	case <-time.After(15 * time.Second):
-		t.Fatal("the process did not end within 15 s")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the process did not end within 30 s")
 		return nil
 	}
 }
@@ -130,7 +130,9 @@ func TestMountReadOnlyIsNeverLost(t *testing.T) {
 	require.Equal(t, before, snapshot(t, filepath.Join(dir, "data")))
 }
 
-// runBounded runs logfs ARGS… in dir like logfs(), but for at most 5 s:
+// runBounded runs logfs ARGS… in dir like logfs(), but for at most 30 s
+// (a refusal comes at once, but a loaded machine may take seconds to
+// start the process):
 // a mount that should have been refused and stays up instead is stopped
 // with SIGTERM (status -1), and mounts is unmounted when the test ends.
 func runBounded(t *testing.T, dir string, mounts []string, args ...string) result {
@@ -152,7 +154,7 @@ func runBounded(t *testing.T, dir string, mounts []string, args ...string) resul
 	select {
 	case err := <-done:
 		return result{out.String(), errOut.String(), exitCode(t, err)}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-done:
@@ -266,7 +268,7 @@ func TestMountStopAfterLazyUmount(t *testing.T) {
 	require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
 	_, err = f.WriteString("after\nand a last line")
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return strings.Contains(m.stderr(), "unmounted lazily") }, 10*time.Second, 20*time.Millisecond, "no word that umount -l came first")
+	require.Eventually(t, func() bool { return strings.Contains(m.stderr(), "unmounted lazily") }, 30*time.Second, 20*time.Millisecond, "no word that umount -l came first")
 	select {
 	case <-m.done:
 		t.Fatal("the mount ended while a file of it was still open")

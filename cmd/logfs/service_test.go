@@ -162,7 +162,7 @@ func runHelper(t *testing.T, helper string, args ...string) result {
 // waitFile waits for the background mount to write p as it ends.
 func waitFile(t *testing.T, p string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if fileExists(p) {
 			return
 		}
