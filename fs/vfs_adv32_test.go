@@ -476,7 +476,7 @@ func TestAdv32AppendOddBytes(t *testing.T) {
 	_, err = f.Write([]byte("tail without newline"))
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for p.EndOffset() < 4 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -679,7 +679,7 @@ func TestAdv32OffsetDirListing(t *testing.T) {
 
 func eventually32(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

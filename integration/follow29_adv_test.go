@@ -17,11 +17,11 @@ import (
 	"github.com/logfs/logfs/storage"
 )
 
-// catEventually29 polls cat of file until it shows want, for 5 s, and
+// catEventually29 polls cat of file until it shows want, for 30 s, and
 // fails with what it showed last.
 func catEventually29(t *testing.T, what, file, want string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, _ := exec.Command("cat", file).Output()
 		if string(out) == want {
@@ -77,7 +77,7 @@ func followCleaned29(t *testing.T, directIO bool) {
 	keep := func(o record.Offset) bool { return o >= record.Offset(next) || o%2 == 0 }
 	want := expectedValues(0, end, keep)
 	p := followed29(t, l)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for tryRender29(p) != want {
 		require.Zero(t, p.StartOffset(), "the follower took the swapped segment for deleted")
 		require.True(t, time.Now().Before(deadline), "the follower never showed the cleaned segment")

@@ -54,7 +54,7 @@ func TestRead29TailPartialLines(t *testing.T) {
 			select {
 			case got := <-lines:
 				require.Equal(t, want, got, "line %d", i)
-			case <-time.After(5 * time.Second):
+			case <-time.After(30 * time.Second):
 				t.Fatalf("line %d: tail -f did not show %q", i, want[:min(len(want), 40)])
 			}
 		}
