@@ -17,6 +17,13 @@ import (
 var logfsBin string
 
 func TestMain(m *testing.M) {
+	// Off a terminal, long work (a produce, a check, a recovery) logs a
+	// progress line every LOGFS_PROGRESS_INTERVAL, 5 s by default: how
+	// many lines a command under test prints would depend on the
+	// machine's speed (a loaded one took 12 s for a produce whose one
+	// error line a test counts). None show unless a test asks for them,
+	// setting the variable itself (t.Setenv, or in the command's Env).
+	os.Setenv("LOGFS_PROGRESS_INTERVAL", "1h")
 	dir, err := os.MkdirTemp("", "logfs-cmd-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
