@@ -83,7 +83,7 @@ func TestReadCommittedCleanLeaderChangesKeepCopyAdv34e(t *testing.T) {
 	answers = append(answers, divergeAsKafka(c, "rc", epochs))
 	produce(t, plain, "rc", 0, "p3")
 	want := "p0\np1\np2\np3\n"
-	deadline := time.Now().Add(8 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got, err := os.ReadFile(filepath.Join(mp, "rc/0/offset/0"))
 		if err == nil && string(got) == want {
@@ -157,7 +157,7 @@ func TestDivergedLiveOpenBeforeFetchAdv34e(t *testing.T) {
 	}
 	blocked.Store(false)
 	want := lines("a", 0, 10) + lines("c", 0, 5)
-	deadline := time.Now().Add(8 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got, err := os.ReadFile(filepath.Join(mp, "rg/0/offset/0"))
 		if err == nil && string(got) == want {

@@ -198,7 +198,7 @@ func TestDivergedCopyWhileMounted(t *testing.T) {
 
 	_, _, diverged := electAndGrow(t, r, snap, e0, 15)
 	want := lines("a", 0, 10) + lines("c", 0, 15)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got, err := os.ReadFile(filepath.Join(mp, "rg/0/offset/0"))
 		if err == nil && string(got) == want {

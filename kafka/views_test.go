@@ -251,7 +251,7 @@ func TestMountCopyBudget(t *testing.T) {
 		}
 		return n
 	}
-	require.Eventually(t, func() bool { return copySize() <= 3<<20 }, 5*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return copySize() <= 3<<20 }, 30*time.Second, 50*time.Millisecond)
 	p0, _ := kc.Copy(context.Background(), "big", 0)
 	require.Positive(t, p0.StartOffset(), "the partition read first lost its oldest segments")
 	require.Equal(t, want, readFile(t, filepath.Join(mp, "big/0/offset/0")), "and fetches them again")
