@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -128,18 +129,23 @@ func clusterPartition(cmd *cobra.Command, c clusterArgs, dir, topic string, id i
 		if tmp, err = os.MkdirTemp("", "logfs-copy-"); err != nil {
 			return nil, nil, nil, err
 		}
+		tempCopies.Store(tmp, struct{}{})
 		dir, c.dataSet = tmp, true
+	}
+	removeTemp := func() {
+		if tmp != "" {
+			os.RemoveAll(tmp)
+			tempCopies.Delete(tmp)
+		}
 	}
 	kc, err := openCluster(cmd.Context(), cmd, c, dir, logger)
 	if err != nil {
-		os.RemoveAll(tmp)
+		removeTemp()
 		return nil, nil, nil, err
 	}
 	closeAll := func(_ *storage.Log, err error) error {
 		err = errors.Join(err, kc.Close())
-		if tmp != "" {
-			os.RemoveAll(tmp)
-		}
+		removeTemp()
 		return err
 	}
 	p, err := kc.Copy(cmd.Context(), topic, id)
@@ -150,6 +156,18 @@ func clusterPartition(cmd *cobra.Command, c clusterArgs, dir, topic string, id i
 		return nil, nil, nil, closeAll(nil, err)
 	}
 	return kc, p, closeAll, nil
+}
+
+// tempCopies are the temporary copies of cluster commands open now: a
+// command that a second signal ends at once (see secondSignalQuits)
+// removes them on its way out.
+var tempCopies sync.Map // directory → struct{}
+
+func removeTempCopies() {
+	tempCopies.Range(func(dir, _ any) bool {
+		os.RemoveAll(dir.(string))
+		return true
+	})
 }
 
 // consumeCluster is consume of a cluster's partition: the bytes of the

@@ -122,17 +122,31 @@ it stays.`,
 // line and waits for the batches on their way, so that its summary is
 // true; to a broker that does not answer that wait lasts up to
 // delivery.timeout.ms, said after a second unless finished closes first.
-// stop restores the signals' default action.
+// The second removes the temporary copies (see clusterPartition) and
+// exits with the signal's status.
 func secondSignalQuits(ctx context.Context, stop context.CancelFunc, finished <-chan struct{}, stderr io.Writer) {
 	<-ctx.Done()
+	// Caught here before stop lets go of them: no signal finds the
+	// default action, which would leave the temporary copy behind.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	stop()
 	if context.Cause(ctx) == context.Canceled {
 		return // produce ended by itself (stop cancels ctx too)
 	}
-	select {
-	case <-time.After(time.Second):
-		fmt.Fprintln(stderr, "logfs produce: interrupted; waiting for the records on their way to be acknowledged (Ctrl-C again quits at once: they may still be appended)")
-	case <-finished:
+	said := time.After(time.Second)
+	for {
+		select {
+		case <-said:
+			fmt.Fprintln(stderr, "logfs produce: interrupted; waiting for the records on their way to be acknowledged (Ctrl-C again quits at once: they may still be appended)")
+		case s := <-sig:
+			removeTempCopies()
+			fmt.Fprintln(stderr, "logfs produce: interrupted again; quitting: the records on their way may still be appended")
+			os.Exit(128 + int(s.(syscall.Signal)))
+		case <-finished:
+			return
+		}
 	}
 }
 

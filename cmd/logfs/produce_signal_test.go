@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -36,7 +37,9 @@ func (w *lockedBuffer) String() string {
 // TestProduceSecondSignalQuits: produce to a cluster whose broker takes a
 // batch and does not answer. Ctrl-C makes produce wait for that batch, so
 // that its summary is true, which lasts up to delivery.timeout.ms (120 s):
-// it says so after a second, and a second Ctrl-C ends it at once.
+// it says so after a second, and a second Ctrl-C ends it at once, with
+// the status of a process the signal ended, its temporary copy of the
+// partition removed.
 func TestProduceSecondSignalQuits(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
 	require.NoError(t, err)
@@ -58,6 +61,8 @@ func TestProduceSecondSignalQuits(t *testing.T) {
 
 	cmd := exec.Command(logfsBin, "produce", "--bootstrap-server", strings.Join(c.ListenAddrs(), ","), "t", "0")
 	cmd.Dir = t.TempDir()
+	tmp := t.TempDir() // where the temporary copy goes
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	var stderr lockedBuffer
@@ -92,10 +97,12 @@ func TestProduceSecondSignalQuits(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	select {
 	case <-exited:
-		var ee *exec.ExitError
-		require.ErrorAs(t, waitErr, &ee)
-		require.Equal(t, syscall.SIGINT, ee.Sys().(syscall.WaitStatus).Signal(), "ended by the signal: %v", waitErr)
+		require.Equal(t, 130, exitCode(t, waitErr), stderr.String())
 	case <-time.After(30 * time.Second):
 		t.Fatalf("produce did not end at the second Ctrl-C; stderr: %s", stderr.String())
 	}
+	require.Contains(t, stderr.String(), "logfs produce: interrupted again; quitting: the records on their way may still be appended\n")
+	left, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Empty(t, left, "the temporary copy is removed")
 }
