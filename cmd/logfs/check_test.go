@@ -70,19 +70,28 @@ func TestCheckTornTail(t *testing.T) {
 	require.Equal(t, viewBytes(t, filepath.Join(dir, "logfs-data"), "orders", 0, 0, 0), ok(t, dir, "", "consume", "--offset", "0", "orders", "0"))
 }
 
-// TestCheckCorruptMiddle damages a batch of the second of several segments:
-// check names it; --repair cuts that batch out, keeps it aside and keeps
-// every later segment; the lost offsets are a hole that check (and a read
-// that reaches it) reports, and reads after it work.
-func TestCheckCorruptMiddle(t *testing.T) {
+// corruptMiddle makes setupConsume's data directory and breaks the CRC of
+// the last batch of orders-0's second segment (flipping a byte inside
+// its records). It returns the directory and orders-0's segment logs.
+func corruptMiddle(t *testing.T) (string, []string) {
+	t.Helper()
 	dir := setupConsume(t)
 	logs, err := filepath.Glob(filepath.Join(dir, "logfs-data", "orders-0", "*.log"))
 	require.NoError(t, err)
 	require.Greater(t, len(logs), 2)
 	b, err := os.ReadFile(logs[1])
 	require.NoError(t, err)
-	b[len(b)-5] ^= 0xff // inside the last batch's records: its CRC fails
+	b[len(b)-5] ^= 0xff
 	require.NoError(t, os.WriteFile(logs[1], b, 0o644))
+	return dir, logs
+}
+
+// TestCheckCorruptMiddle damages a batch of the second of several segments:
+// check names it; --repair cuts that batch out, keeps it aside and keeps
+// every later segment; the lost offsets are a hole that check (and a read
+// that reaches it) reports, and reads after it work.
+func TestCheckCorruptMiddle(t *testing.T) {
+	dir, logs := corruptMiddle(t)
 
 	r := logfs(t, dir, "", "check")
 	require.Equal(t, exitFailure, r.code)
@@ -191,14 +200,7 @@ func TestCheckAfterCrash(t *testing.T) {
 // still reports the hole it left (the records are gone), and its error line
 // must not send the reader back to --repair, which cannot change that.
 func TestCheckHoleNeedsNoRepair(t *testing.T) {
-	dir := setupConsume(t)
-	logs, err := filepath.Glob(filepath.Join(dir, "logfs-data", "orders-0", "*.log"))
-	require.NoError(t, err)
-	require.Greater(t, len(logs), 2)
-	b, err := os.ReadFile(logs[1])
-	require.NoError(t, err)
-	b[len(b)-5] ^= 0xff
-	require.NoError(t, os.WriteFile(logs[1], b, 0o644))
+	dir, _ := corruptMiddle(t)
 	r := logfs(t, dir, "", "check")
 	requireOneLineError(t, r, exitFailure, "(listed above); logfs check --repair cuts bad bytes out")
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -41,13 +40,7 @@ func (w *lockedBuffer) String() string {
 // the status of a process the signal ended, its temporary copy of the
 // partition removed.
 func TestProduceSecondSignalQuits(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-	require.NoError(t, err)
-	answer := make(chan struct{})
-	defer func() {
-		close(answer)
-		c.Close()
-	}()
+	c, answer := gatedKfake(t)
 	var produces atomic.Int32
 	held := make(chan struct{})
 	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {

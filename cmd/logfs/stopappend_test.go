@@ -29,6 +29,21 @@ func waitText(t *testing.T, text func() string, want string) {
 	}
 }
 
+// gatedKfake starts a one-broker kfake cluster with topic t (one
+// partition), and a channel for the test's control functions to hold
+// requests on. When the test ends the channel closes, then the cluster.
+func gatedKfake(t *testing.T) (*kfake.Cluster, <-chan struct{}) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	require.NoError(t, err)
+	answer := make(chan struct{})
+	t.Cleanup(func() {
+		close(answer)
+		c.Close()
+	})
+	return c, answer
+}
+
 // TestStopRightAfterUnfinishedLine stops the mount the moment the file
 // holding an unfinished line is closed, as a script does (printf then
 // umount), a round at a time: the RELEASE that appends the line may still
@@ -39,9 +54,7 @@ func waitText(t *testing.T, text func() string, want string) {
 func TestStopRightAfterUnfinishedLine(t *testing.T) {
 	const rounds = 10
 	t.Run("cluster", func(t *testing.T) {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-		require.NoError(t, err)
-		defer c.Close()
+		c, _ := gatedKfake(t)
 		dir := t.TempDir()
 		var want []string
 		for i := 0; i < rounds; i++ {
@@ -106,13 +119,7 @@ func TestStopGivesUpUnfinishedLine(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-			require.NoError(t, err)
-			answer := make(chan struct{})
-			defer func() {
-				close(answer)
-				c.Close()
-			}()
+			c, answer := gatedKfake(t)
 			dir := t.TempDir()
 			mp := filepath.Join(dir, "mnt")
 			m := startMount(t, dir, mp, "--data", "copy", "--bootstrap-server", strings.Join(c.ListenAddrs(), ","))
