@@ -20,35 +20,14 @@ import (
 	"github.com/logfs/logfs/vfs"
 )
 
-// adv33Gate is a file system that stops, once, the first Rename that
+// newAdv33Gate is a file system that stops, once, the first Rename that
 // matches: the goroutine making it is preempted right before the
-// rename(2), as any thread may be, until the test lets it go.
-type adv33Gate struct {
-	vfs.FS
-	mu      sync.Mutex
-	match   func(from, to string) bool
-	reached chan struct{}
-	release chan struct{}
-}
-
-func newAdv33Gate(match func(from, to string) bool) *adv33Gate {
-	return &adv33Gate{FS: vfs.Default, match: match, reached: make(chan struct{}), release: make(chan struct{})}
-}
-
-func (g *adv33Gate) Rename(from, to string) error {
-	g.mu.Lock()
-	m := g.match
-	if m != nil && m(from, to) {
-		g.match = nil
-	} else {
-		m = nil
-	}
-	g.mu.Unlock()
-	if m != nil {
-		close(g.reached)
-		<-g.release
-	}
-	return g.FS.Rename(from, to)
+// rename(2), as any thread may be, until the test lets it go (see
+// adv35Gate).
+func newAdv33Gate(match func(from, to string) bool) *adv35Gate {
+	g := newAdv35Gate()
+	g.arm(func(op, from, to string) bool { return op == "rename" && match(from, to) })
+	return g
 }
 
 // adv33WaitOrFail waits for ch for at most d.
@@ -104,7 +83,7 @@ func adv33Recreate(t *testing.T, l *Log, n int) {
 // paused at g, which it lets go after 100 ms whether or not they are done
 // (they may wait for the operation), then waits for both, done reporting
 // the operation's end.
-func adv33RecreateBeside(t *testing.T, l *Log, g *adv33Gate, done <-chan error, what string) {
+func adv33RecreateBeside(t *testing.T, l *Log, g *adv35Gate, done <-chan error, what string) {
 	t.Helper()
 	rec := make(chan error, 1)
 	go func() { rec <- adv33Replace(l, 10) }()
@@ -162,10 +141,11 @@ func TestAdv33RetentionMeetsRecreatedTopic(t *testing.T) {
 func adv33RetentionMeetsRecreatedTopic(t *testing.T, at string) {
 	dir := t.TempDir()
 	seg0 := filepath.Join(dir, "t-0", layout.SegmentFileName(0, layout.LogSuffix))
-	g := newAdv33Gate(func(from, to string) bool { return from == seg0 && to == seg0+layout.DeletedSuffix })
+	match := func(from, to string) bool { return from == seg0 && to == seg0+layout.DeletedSuffix }
 	if at == "checkpoint" {
-		g.match = func(from, to string) bool { return to == filepath.Join(dir, layout.LogStartFile) }
+		match = func(from, to string) bool { return to == filepath.Join(dir, layout.LogStartFile) }
 	}
+	g := newAdv33Gate(match)
 	l, err := Open(dir, Options{FS: g, Logger: testLogger(t), RetentionCheckInterval: -1})
 	require.NoError(t, err)
 	top, err := l.CreateTopic("t", 1, small("segment.bytes=300", "retention.bytes=0", "retention.ms=-1", "file.delete.delay.ms=3600000"))

@@ -179,14 +179,7 @@ func TestSignalsAtEveryStepOfStartup(t *testing.T) {
 	dir := t.TempDir()
 	mp := filepath.Join(dir, "mnt")
 	// An unclean data directory of some size, so that starts recover.
-	ok(t, dir, "", "topic", "create", "--data", "data", "--partitions", "4", "t")
-	var in strings.Builder
-	for i := 0; i < 20000; i++ {
-		fmt.Fprintf(&in, "record %06d with some bytes to scan at recovery\n", i)
-	}
-	for p := 0; p < 4; p++ {
-		ok(t, dir, in.String(), "produce", "--data", "data", "t", fmt.Sprint(p))
-	}
+	fillPartitions(t, dir, 4, 20000)
 	want := ok(t, dir, "", "consume", "--data", "data", "--offset", "earliest", "t", "3")
 	signals := []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP}
 	for i, delay := range []time.Duration{0, 2, 5, 10, 20, 40, 80, 160} {

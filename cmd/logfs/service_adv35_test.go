@@ -105,19 +105,27 @@ func TestNotifyAbstractSocket(t *testing.T) {
 	require.Equal(t, 0, m.wait(t), m.stderr())
 }
 
+// fillPartitions creates topic t of partitions partitions in dir's data
+// directory "data" and produces records lines to each: something for a
+// recovery to scan.
+func fillPartitions(t *testing.T, dir string, partitions, records int) {
+	t.Helper()
+	ok(t, dir, "", "topic", "create", "--data", "data", "--partitions", fmt.Sprint(partitions), "t")
+	var in strings.Builder
+	for i := 0; i < records; i++ {
+		fmt.Fprintf(&in, "record %06d with some bytes for recovery to scan\n", i)
+	}
+	for p := 0; p < partitions; p++ {
+		ok(t, dir, in.String(), "produce", "--data", "data", "t", fmt.Sprint(p))
+	}
+}
+
 // TestNotifyDuringRecovery (holds): a start that recovers sends STATUS
 // lines with EXTEND_TIMEOUT_USEC while it does, and READY=1 after them,
 // once the mount answers.
 func TestNotifyDuringRecovery(t *testing.T) {
 	dir := t.TempDir()
-	ok(t, dir, "", "topic", "create", "--data", "data", "--partitions", "4", "t")
-	var in strings.Builder
-	for i := 0; i < 40000; i++ {
-		fmt.Fprintf(&in, "record %06d with some bytes for recovery to scan\n", i)
-	}
-	for p := 0; p < 4; p++ {
-		ok(t, dir, in.String(), "produce", "--data", "data", "t", fmt.Sprint(p))
-	}
+	fillPartitions(t, dir, 4, 40000)
 	require.NoError(t, os.Remove(filepath.Join(dir, "data", ".kafka_cleanshutdown")))
 
 	sock := filepath.Join(t.TempDir(), "notify")
