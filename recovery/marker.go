@@ -11,13 +11,20 @@ import (
 // TakeCleanShutdownMarker reports whether the data directory was shut down
 // cleanly, and deletes the marker at once: a crash while loading must not
 // leave it behind to vouch for a half-loaded log (KAFKA-10471).
+//
+// Only a regular file is the marker: a folder, link, FIFO… planted at its
+// name vouches for nothing and is left alone (the next clean shutdown
+// writes the marker in its place; see vfs.Confined).
 func TakeCleanShutdownMarker(fs vfs.FS, dataDir string) (bool, error) {
 	p := filepath.Join(dataDir, layout.CleanShutdownFile)
-	if _, err := fs.Stat(p); err != nil {
-		if isNotExist(err) {
-			return false, nil
-		}
+	st, err := fs.Stat(p)
+	switch {
+	case isNotExist(err) || vfs.IsPlanted(err):
+		return false, nil
+	case err != nil:
 		return false, err
+	case !st.Mode().IsRegular():
+		return false, nil
 	}
 	if err := fs.Remove(p); err != nil {
 		return false, err
@@ -28,8 +35,8 @@ func TakeCleanShutdownMarker(fs vfs.FS, dataDir string) (bool, error) {
 // HasCleanShutdownMarker reports whether the marker is present, without
 // touching it (for read-only opens).
 func HasCleanShutdownMarker(fs vfs.FS, dataDir string) bool {
-	_, err := fs.Stat(filepath.Join(dataDir, layout.CleanShutdownFile))
-	return err == nil
+	st, err := fs.Stat(filepath.Join(dataDir, layout.CleanShutdownFile))
+	return err == nil && st.Mode().IsRegular()
 }
 
 // WriteCleanShutdownMarker writes the marker, durably. Call it only after

@@ -344,8 +344,8 @@ func (l *Log) open() error {
 	return nil
 }
 
-// plantedReporter reports, once each, the links, FIFOs, sockets, devices
-// and hard-linked files that vfs.Confined met in the data directory and
+// plantedReporter reports, once each, the links, FIFOs, sockets, devices,
+// hard-linked files and folders where a file belongs that vfs.Confined met in the data directory and
 // left alone. What logfs does about each:
 //
 //   - One it only reads (a segment's .log, a checkpoint, a topic's
@@ -354,12 +354,23 @@ func (l *Log) open() error {
 //   - One where logfs writes a file from scratch (an index it rebuilds, a
 //     new segment, a checkpoint or settings file it replaces) is replaced
 //     by the new file: the entry itself is unlinked first or renamed over,
-//     its target is never opened.
+//     its target is never opened. A folder there is renamed aside (to
+//     NAME.planted), never removed.
 //   - One logfs must write in place (the .lock file, a segment being
 //     appended to that was swapped for a link) makes that write fail with
 //     an error naming it.
 func plantedReporter(logger *slog.Logger) func(path string, err error) {
 	return func(path string, err error) {
+		if aside := (*vfs.MovedAsideError)(nil); errors.As(err, &aside) {
+			logger.Warn("moved aside in the data directory: a folder stood where logfs keeps a file; logfs never removes one, look at what it holds",
+				"path", path, "to", aside.To)
+			return
+		}
+		if errors.Is(err, vfs.ErrFolder) {
+			logger.Warn("left alone in the data directory: a folder stands where logfs keeps a file; logfs takes the file for missing, and moves the folder aside (to NAME"+vfs.PlantedSuffix+") when it writes the file",
+				"path", path)
+			return
+		}
 		logger.Warn("left alone in the data directory: logfs never follows a link nor opens a FIFO, socket or device there, and never writes a file with other hard links; remove it if it is not yours",
 			"path", path, "err", err)
 	}

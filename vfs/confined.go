@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,11 +28,34 @@ var ErrNotRegular = errors.New("not a regular file (a FIFO, socket or device), w
 // someone else owns.
 var ErrHardLink = errors.New("a file with other hard links, which logfs never writes in a data directory")
 
+// ErrFolder is returned, wrapped in an *os.PathError, for a folder where
+// Confined expected a file.
+var ErrFolder = errors.New("a folder, where logfs keeps a file")
+
+// MovedAsideError is what Confined reports to onPlanted when it renamed a
+// folder out of the way of a file written from scratch at its name. A
+// folder may hold someone's files: it is moved, never removed.
+type MovedAsideError struct {
+	To string // the folder's new path
+}
+
+func (e *MovedAsideError) Error() string {
+	return "a folder, where logfs keeps a file: moved aside to " + e.To
+}
+
+func (e *MovedAsideError) Unwrap() error { return ErrFolder }
+
+// PlantedSuffix is added to the name of a folder that Confined moves
+// aside ("00000000000000000000.index.planted", then ".planted.2", …). No
+// name logfs or Kafka gives a file or a partition folder ends so.
+const PlantedSuffix = ".planted"
+
 // IsPlanted reports whether err is Confined's refusal of a link, FIFO,
-// socket, device or hard-linked file: an entry someone planted, which
-// callers treat as absent.
+// socket, device, hard-linked file or folder where a file belongs: an
+// entry someone planted, which callers treat as absent.
 func IsPlanted(err error) bool {
-	return errors.Is(err, ErrSymlink) || errors.Is(err, ErrNotRegular) || errors.Is(err, ErrHardLink)
+	return errors.Is(err, ErrSymlink) || errors.Is(err, ErrNotRegular) || errors.Is(err, ErrHardLink) ||
+		errors.Is(err, ErrFolder)
 }
 
 // Confined returns the operating system's file system, confined to the
@@ -47,11 +71,15 @@ func IsPlanted(err error) bool {
 //     hangs it), and a write open of a file with other hard links fails
 //     with ErrHardLink. O_TRUNC is applied only once the file is known to
 //     be one of ours.
+//   - OpenFile opens no folder: one where a file is asked for fails with
+//     ErrFolder.
 //   - A create that truncates (O_CREATE|O_TRUNC: a file written from
 //     scratch, such as a rebuilt index or a temporary file) replaces a
 //     link, FIFO, socket, device or file with other hard links at its
 //     name: the entry is unlinked and a new file made in its place. The
 //     link's target is never opened, the hard link's file never written.
+//     A folder there is renamed aside (PlantedSuffix), never removed; so
+//     is one that Rename would move a file onto.
 //   - ReadDir lists regular files and folders only: links and other
 //     entries are left out, so that the layers above treat them as absent.
 //   - Remove, RemoveAll and Rename act on the entries themselves, as
@@ -120,7 +148,11 @@ func (c *confined) planted(path string, err error) {
 	if rel, below := c.rel(path); below {
 		path = filepath.Join(c.root, rel)
 	}
-	if _, dup := c.reported.LoadOrStore(path, struct{}{}); !dup {
+	key := path // a folder moved aside is told apart from its refusal
+	if aside := (*MovedAsideError)(nil); errors.As(err, &aside) {
+		key += "\x00" + aside.To
+	}
+	if _, dup := c.reported.LoadOrStore(key, struct{}{}); !dup {
 		c.onPlanted(path, err)
 	}
 }
@@ -132,7 +164,7 @@ func (c *confined) pathErr(op, path string, err error) error {
 	case err == unix.ELOOP:
 		c.planted(c.linkOnTheWayTo(path), ErrSymlink)
 		return &os.PathError{Op: op, Path: path, Err: ErrSymlink}
-	case err == ErrNotRegular || err == ErrSymlink:
+	case err == ErrNotRegular || err == ErrSymlink || err == ErrFolder:
 		c.planted(path, err)
 	}
 	return &os.PathError{Op: op, Path: path, Err: err}
@@ -321,7 +353,11 @@ func (c *confined) OpenFile(name string, flag int, perm os.FileMode) (File, erro
 		switch kind := st.Mode & unix.S_IFMT; {
 		case kind == unix.S_IFLNK:
 			planted = ErrSymlink
-		case kind != unix.S_IFREG && kind != unix.S_IFDIR:
+		case kind == unix.S_IFDIR:
+			if flag&(os.O_CREATE|os.O_EXCL) != os.O_CREATE|os.O_EXCL { // else EEXIST, as for any entry
+				planted = ErrFolder
+			}
+		case kind != unix.S_IFREG:
 			planted = ErrNotRegular
 		case kind == unix.S_IFREG && st.Nlink > 1 && fromScratch:
 			// A file with other names is replaced too, not refused (a
@@ -335,10 +371,17 @@ func (c *confined) OpenFile(name string, flag int, perm os.FileMode) (File, erro
 				return nil, c.pathErr("open", name, planted)
 			}
 			// A file written from scratch takes the name back: the link
-			// (or FIFO…) goes, its target is never opened.
-			c.planted(name, planted)
-			if err := retry(func() error { return unix.Unlinkat(dirfd, base, 0) }); err != nil && err != unix.ENOENT {
-				return nil, c.pathErr("open", name, err)
+			// (or FIFO…) goes, its target is never opened; a folder is
+			// moved aside.
+			if planted == ErrFolder {
+				if err := c.moveAside(dirfd, base, name); err != nil {
+					return nil, c.pathErr("open", name, err)
+				}
+			} else {
+				c.planted(name, planted)
+				if err := retry(func() error { return unix.Unlinkat(dirfd, base, 0) }); err != nil && err != unix.ENOENT {
+					return nil, c.pathErr("open", name, err)
+				}
 			}
 		}
 	}
@@ -361,10 +404,11 @@ func (c *confined) OpenFile(name string, flag int, perm os.FileMode) (File, erro
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fail(err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR && flag&(os.O_WRONLY|os.O_RDWR) == 0 {
-			return osFile{os.NewFile(uintptr(fd), name)}, nil
-		}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFDIR: // made there since the look above
+		return fail(ErrFolder)
+	default:
 		return fail(ErrNotRegular)
 	}
 	if flag&(os.O_WRONLY|os.O_RDWR) != 0 && st.Nlink > 1 {
@@ -489,10 +533,56 @@ func (c *confined) Rename(oldpath, newpath string) error {
 		return lerr(newpath, err)
 	}
 	defer unix.Close(nfd)
+	// A file renamed onto a folder (a checkpoint's temporary file, say)
+	// moves the folder aside first, as a create from scratch does.
+	if st, err := lstatAt(nfd, nbase); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if ost, err := lstatAt(ofd, obase); err == nil && ost.Mode&unix.S_IFMT != unix.S_IFDIR {
+			if err := c.moveAside(nfd, nbase, newpath); err != nil {
+				return lerr(newpath, err)
+			}
+		}
+	}
 	if err := retry(func() error { return unix.Renameat(ofd, obase, nfd, nbase) }); err != nil {
 		return lerr(newpath, err)
 	}
 	return nil
+}
+
+// maxNameLength is NAME_MAX, the longest name of an entry.
+const maxNameLength = 255
+
+// moveAside renames the folder base in dirfd (spelled name) to the first
+// free name of base+PlantedSuffix, base+PlantedSuffix+".2", …, cut short to
+// fit maxNameLength bytes, and reports it. It never replaces an entry.
+func (c *confined) moveAside(dirfd int, base, name string) error {
+	for i := 1; i <= 100; i++ {
+		suffix := PlantedSuffix
+		if i > 1 {
+			suffix += "." + strconv.Itoa(i)
+		}
+		to := base
+		if len(to)+len(suffix) > maxNameLength {
+			to = to[:maxNameLength-len(suffix)]
+		}
+		to += suffix
+		err := retry(func() error { return unix.Renameat2(dirfd, base, dirfd, to, unix.RENAME_NOREPLACE) })
+		if err == unix.EINVAL || err == unix.ENOSYS { // a file system without RENAME_NOREPLACE
+			if _, lerr := lstatAt(dirfd, to); lerr == nil {
+				err = unix.EEXIST
+			} else {
+				err = retry(func() error { return unix.Renameat(dirfd, base, dirfd, to) })
+			}
+		}
+		switch err {
+		case nil:
+			c.planted(name, &MovedAsideError{To: filepath.Join(filepath.Dir(name), to)})
+			return nil
+		case unix.EEXIST, unix.ENOTEMPTY:
+			continue
+		}
+		return err
+	}
+	return ErrFolder
 }
 
 func (c *confined) MkdirAll(dir string, perm os.FileMode) error {

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,7 +60,7 @@ func plantKinds() []plantKind {
 		{name: "hard link to a file outside", hard: true, planted: ErrHardLink, plant: func(t *testing.T, e *advEnv, at string) {
 			require.NoError(t, os.Link(filepath.Join(e.out, "precious"), at))
 		}},
-		{name: "folder where a file belongs", dir: true, plant: func(t *testing.T, e *advEnv, at string) {
+		{name: "folder where a file belongs", dir: true, planted: ErrFolder, plant: func(t *testing.T, e *advEnv, at string) {
 			require.NoError(t, os.Mkdir(at, 0o700))
 			require.NoError(t, os.WriteFile(filepath.Join(at, "inner"), []byte("ours"), 0o600))
 		}},
@@ -90,7 +91,7 @@ func runPlantedOps(t *testing.T, writes bool) {
 			was := kindBefore(t, x)
 			f, err := e.fs.OpenFile(x, os.O_RDONLY, 0)
 			switch {
-			case k.link || k.odd:
+			case k.link || k.odd || k.dir:
 				require.ErrorIs(t, err, k.planted)
 				e.requireReports(t, map[string]error{x: k.planted}, "open read")
 			case k.hard:
@@ -99,12 +100,6 @@ func runPlantedOps(t *testing.T, writes bool) {
 				require.NoError(t, err)
 				require.NoError(t, f.Close())
 				e.requireReports(t, nil, "open read")
-			case k.dir:
-				require.NoError(t, err)
-				st, err := f.Stat()
-				require.NoError(t, err)
-				require.True(t, st.IsDir())
-				require.NoError(t, f.Close())
 			}
 			same(t, x, was, "open read")
 		}},
@@ -116,8 +111,8 @@ func runPlantedOps(t *testing.T, writes bool) {
 					f.Close()
 				}
 				require.Error(t, err, "flag %#x", flag)
-				if k.link || k.odd || k.hard {
-					if flag&os.O_EXCL != 0 && k.hard {
+				if k.link || k.odd || k.hard || k.dir {
+					if flag&os.O_EXCL != 0 && (k.hard || k.dir) {
 						require.ErrorIs(t, err, os.ErrExist)
 					} else {
 						require.ErrorIs(t, err, k.planted, "flag %#x", flag)
@@ -133,14 +128,10 @@ func runPlantedOps(t *testing.T, writes bool) {
 		}},
 		{"open create truncate", true, func(t *testing.T, e *advEnv, k plantKind, x string) {
 			f, err := e.fs.OpenFile(x, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-			if k.dir {
-				require.Error(t, err)
-				require.Equal(t, uint32(unix.S_IFDIR), kindOf(t, x))
-				return
-			}
 			// A file written from scratch takes the name back, whatever
 			// was planted there (README: "the new file takes its place:
-			// the entry itself is unlinked or renamed over").
+			// the entry itself is unlinked or renamed over"; a folder is
+			// moved aside).
 			require.NoError(t, err)
 			_, err = f.WriteAt([]byte("new"), 0)
 			require.NoError(t, err)
@@ -152,19 +143,22 @@ func runPlantedOps(t *testing.T, writes bool) {
 			b, err := os.ReadFile(x)
 			require.NoError(t, err)
 			require.Equal(t, "new", string(b))
+			if k.dir {
+				requireAside(t, e, x, x+PlantedSuffix)
+				return
+			}
 			e.requireReports(t, map[string]error{x: k.planted}, "open create truncate")
 		}},
 		{"write atomic", true, func(t *testing.T, e *advEnv, k plantKind, x string) {
 			err := WriteFileAtomic(e.fs, x, []byte("new"))
-			if k.dir {
-				require.Error(t, err)
-				return
-			}
 			require.NoError(t, err)
 			b, err := os.ReadFile(x)
 			require.NoError(t, err)
 			require.Equal(t, "new", string(b))
 			require.Equal(t, uint32(unix.S_IFREG), kindOf(t, x))
+			if k.dir {
+				requireAside(t, e, x, x+PlantedSuffix)
+			}
 		}},
 		{"write atomic through a planted tmp", true, func(t *testing.T, e *advEnv, k plantKind, x string) {
 			// The entry is planted at name.tmp: the temporary file is
@@ -172,10 +166,6 @@ func runPlantedOps(t *testing.T, writes bool) {
 			y := filepath.Join(filepath.Dir(x), "ckpt")
 			require.NoError(t, os.Rename(x, y+".tmp"))
 			err := WriteFileAtomic(e.fs, y, []byte("new"))
-			if k.dir {
-				require.Error(t, err)
-				return
-			}
 			require.NoError(t, err)
 			b, err := os.ReadFile(y)
 			require.NoError(t, err)
@@ -289,14 +279,13 @@ func runPlantedOps(t *testing.T, writes bool) {
 		}},
 		{"rename over", true, func(t *testing.T, e *advEnv, k plantKind, x string) {
 			err := e.fs.Rename(filepath.Join(filepath.Dir(x), "0.log"), x)
-			if k.dir {
-				require.Error(t, err)
-				return
-			}
 			require.NoError(t, err)
 			b, err := os.ReadFile(x)
 			require.NoError(t, err)
 			require.Equal(t, "ours", string(b))
+			if k.dir {
+				requireAside(t, e, x, x+PlantedSuffix)
+			}
 		}},
 	}
 	for _, k := range plantKinds() {
@@ -439,4 +428,21 @@ func TestAdv35EveryMethodThroughAPlantedFolder(t *testing.T) {
 			})
 		})
 	}
+}
+
+// requireAside checks that the folder planted at x (holding "inner") was
+// moved, whole, to aside, and reported so, once.
+func requireAside(t *testing.T, e *advEnv, x, aside string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(aside, "inner"))
+	require.NoError(t, err, "the planted folder is moved aside whole")
+	require.Equal(t, "ours", string(b))
+	var moved *MovedAsideError
+	for _, err := range e.reported()[x] {
+		if errors.As(err, &moved) {
+			break
+		}
+	}
+	require.NotNil(t, moved, "the move is reported: %v", e.reported())
+	require.Equal(t, aside, moved.To)
 }
