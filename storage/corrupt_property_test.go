@@ -109,10 +109,14 @@ func (c *corruptCase) problem(format string, args ...any) {
 func sameErr(a, b error) bool { return a != nil && b != nil && a.Error() == b.Error() }
 
 // checkErr accepts the errors of bad data: ErrCorrupt and its siblings
-// (a length can break the framing in other ways), all EIO through fs.
+// (a length can break the framing in other ways; a base offset lowered
+// leaves the offsets between its batch's new last offset and the next
+// batch missing, ErrHole), all EIO through fs (IsCorruption).
 func (c *corruptCase) checkErr(where string, err error) {
 	switch {
 	case errors.Is(err, record.ErrCorrupt):
+	case errors.Is(err, ErrHole):
+		c.stats["ErrHole ("+c.kind+")"]++
 	case errors.Is(err, record.ErrTruncated), errors.Is(err, record.ErrUnsupportedMagic), errors.Is(err, record.ErrTooLarge):
 		c.stats["error other than ErrCorrupt ("+c.kind+")"]++
 	default:
