@@ -1,0 +1,469 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/logfs/logfs/internal/fuseenv"
+	"github.com/logfs/logfs/internal/fusetest"
+)
+
+// The tests in this file run logfs as user 65534 (nobody), as a newcomer
+// without root would: it mounts through fusermount3, and unmounts with
+// fusermount3 -u or umount, both set-uid helpers that check what the user
+// may do.
+//
+// A user other than root also needs a /dev/fuse they may open. Debian's
+// udev makes it 0666; a container often leaves it 0600, as on the machine
+// these tests were written on. So that the tests neither depend on that
+// nor change the machine's /dev/fuse (other tests need it closed to
+// others: TestMountRefusesWithoutFUSE), each test runs its commands in a
+// mount namespace of its own in which a node of the same device, mode
+// 0666, is bound over /dev/fuse. The mounts made there are seen only
+// there: the test reads them from the namespace holder's mountinfo, and
+// they all end with the namespace, whatever happens to the test.
+
+// nobodyID is the user (and group) the tests run logfs as.
+const nobodyID = 65534
+
+// nonroot is a mount namespace and a place in it for user nobody: a home
+// of theirs, and the logfs binary in a folder everyone may enter.
+type nonroot struct {
+	dir    string // 0755, removed when the test ends
+	bin    string // logfs, which nobody may run
+	home   string // nobody's own folder for data directories and mount points
+	holder *exec.Cmd
+	tools  map[string]string // where nsenter, setpriv and sh are
+}
+
+// nonrootOptions change the namespace.
+type nonrootOptions struct {
+	// noFusermount hides fusermount3 (and fusermount) in the namespace, as
+	// on a machine without Debian's fuse3 package.
+	noFusermount bool
+}
+
+// newNonroot makes the namespace, or skips t saying why it cannot: the
+// test must run as root (to be another user, and to set up the
+// namespace), with setpriv, unshare and nsenter (util-linux). Without
+// fusermount3 it skips, or fails under LOGFS_REQUIRE_FUSE=1, as CI runs.
+func newNonroot(t *testing.T, o nonrootOptions) *nonroot {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("runs logfs as user 65534 with setpriv and a namespace of its own, which needs root")
+	}
+	tools := map[string]string{}
+	for _, tool := range []string{"setpriv", "unshare", "nsenter", "mount", "mknod", "umount", "sh"} {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			t.Skipf("no %s (util-linux, coreutils): cannot run logfs as another user", tool)
+		}
+		tools[tool] = p
+	}
+	fusetest.Require(t)
+	if fuseenv.Fusermount() == "" {
+		fusetest.Unusable(t, "no fusermount3, which every user but root mounts with (Debian: apt-get install fuse3)")
+	}
+	st, err := os.Stat(fuseenv.Device)
+	require.NoError(t, err)
+	rdev := st.Sys().(*syscall.Stat_t).Rdev
+
+	dir, bin := sharedBin(t, "logfs-nonroot-")
+	n := &nonroot{dir: dir, bin: bin, home: filepath.Join(dir, "home"), tools: tools}
+	require.NoError(t, os.Mkdir(n.home, 0o755))
+	require.NoError(t, os.Chown(n.home, nobodyID, nobodyID))
+	devDir := filepath.Join(dir, "dev")
+	require.NoError(t, os.Mkdir(devDir, 0o755))
+
+	// The namespace lives as long as its holder, a cat reading a pipe
+	// from this process: it ends when the test closes the pipe, or when
+	// the test binary dies.
+	script := `set -e
+mount -t tmpfs -o mode=0755,size=64k logfs-test-dev "$1"
+mknod -m 0666 "$1/fuse" c "$2" "$3"
+mount --bind "$1/fuse" /dev/fuse
+`
+	if o.noFusermount {
+		script += `: > "$1/none"
+for f in fusermount3 fusermount; do
+	for d in /usr/bin /bin /usr/sbin /sbin /usr/local/bin; do
+		if [ -e "$d/$f" ]; then mount --bind "$1/none" "$(readlink -f "$d/$f")"; fi
+	done
+done
+`
+	}
+	script += "echo ready\nexec cat\n"
+	n.holder = exec.Command("unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh",
+		devDir, strconv.FormatUint(uint64(unix.Major(rdev)), 10), strconv.FormatUint(uint64(unix.Minor(rdev)), 10))
+	stdin, err := n.holder.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := n.holder.StdoutPipe()
+	require.NoError(t, err)
+	var errOut bytes.Buffer
+	n.holder.Stderr = &errOut
+	require.NoError(t, n.holder.Start())
+	held := make(chan error, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		if line != "ready\n" {
+			held <- fmt.Errorf("%q", line)
+		}
+		close(held)
+		io.Copy(io.Discard, stdout)
+	}()
+	exited := make(chan struct{})
+	go func() {
+		n.holder.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		stdin.Close()
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			n.holder.Process.Kill()
+			<-exited
+		}
+	})
+	select {
+	case err := <-held:
+		if err != nil {
+			<-exited
+			fusetest.Unusable(t, fmt.Sprintf("a mount namespace with a /dev/fuse for user %d could not be made: %s", nobodyID, strings.TrimSpace(errOut.String())))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the namespace holder did not start in 30 s: %s", errOut.String())
+	}
+	return n
+}
+
+// command returns name with args run as nobody, in the namespace, in
+// folder wd, with a plain environment whose PATH is path.
+func (n *nonroot) command(wd, path, name string, args ...string) *exec.Cmd {
+	// nsenter, setpriv and sh exec, so the command's pid is name's own.
+	// (Not nsenter --wd: it opens the folder before it enters the
+	// namespace, where the mounts made in the namespace are not.)
+	cmd := exec.Command(n.tools["nsenter"], append([]string{"--target", strconv.Itoa(n.holder.Process.Pid), "--mount", "--",
+		n.tools["setpriv"], "--reuid=" + strconv.Itoa(nobodyID), "--regid=" + strconv.Itoa(nobodyID), "--clear-groups", "--",
+		n.tools["sh"], "-c", `cd "$0" && exec "$@"`, wd, name}, args...)...)
+	cmd.Env = []string{"PATH=" + path, "LC_ALL=C", "HOME=" + n.home, "LOGFS_PROGRESS_INTERVAL=1h"}
+	return cmd
+}
+
+// userPath is the PATH the user's commands get.
+const userPath = "/usr/local/bin:/usr/bin:/bin"
+
+// sh runs a shell script as nobody in the namespace, from their home, and
+// returns what it printed (stdout and stderr) and its exit status.
+func (n *nonroot) sh(t *testing.T, script string) (string, int) {
+	t.Helper()
+	out, err := n.command(n.home, userPath, "sh", "-c", script).CombinedOutput()
+	return string(out), exitCode(t, err)
+}
+
+// shOK runs a script that must succeed.
+func (n *nonroot) shOK(t *testing.T, script string) string {
+	t.Helper()
+	out, code := n.sh(t, script)
+	require.Equal(t, 0, code, "as user %d: %s: %s", nobodyID, script, out)
+	return out
+}
+
+// logfs runs logfs as nobody, from their home, and waits for it.
+func (n *nonroot) logfs(t *testing.T, args ...string) result {
+	t.Helper()
+	return n.logfsWithPath(t, userPath, args...)
+}
+
+func (n *nonroot) logfsWithPath(t *testing.T, path string, args ...string) result {
+	t.Helper()
+	cmd := n.command(n.home, path, n.bin, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	done := make(chan error, 1)
+	require.NoError(t, cmd.Start())
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return result{out.String(), errOut.String(), exitCode(t, err)}
+	case <-time.After(time.Minute):
+		// A refusal that mounts after all serves until stopped.
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-done
+		t.Fatalf("logfs %s as user %d still running after a minute; stderr: %s", strings.Join(args, " "), nobodyID, errOut.String())
+		return result{}
+	}
+}
+
+// mounted reports whether something is mounted at mp in the namespace.
+func (n *nonroot) mounted(t *testing.T, mp string) bool {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", n.holder.Process.Pid))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == mp {
+			return true
+		}
+	}
+	return false
+}
+
+// mountinfo is the line of the namespace's mountinfo for mp, or "".
+func (n *nonroot) mountinfo(t *testing.T, mp string) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", n.holder.Process.Pid))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == mp {
+			return line
+		}
+	}
+	return ""
+}
+
+// mount starts `logfs mount ARGS… MOUNTPOINT` as nobody from their home
+// and waits for its ready line. Whatever happens, the process is stopped
+// and the mount point unmounted when the test ends.
+func (n *nonroot) mount(t *testing.T, mp string, args ...string) *mountProc {
+	t.Helper()
+	return n.mountWithPath(t, userPath, mp, args...)
+}
+
+// mountWithPath is mount with the environment's PATH set to path.
+func (n *nonroot) mountWithPath(t *testing.T, path, mp string, args ...string) *mountProc {
+	t.Helper()
+	m := &mountProc{mp: mp, done: make(chan struct{})}
+	m.cmd = n.command(n.home, path, n.bin, append(append([]string{"mount"}, args...), mp)...)
+	pipe, err := m.cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, m.cmd.Start())
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		var once sync.Once
+		for sc.Scan() {
+			m.mu.Lock()
+			m.errs.WriteString(sc.Text() + "\n")
+			m.mu.Unlock()
+			if strings.Contains(sc.Text(), "ready:") {
+				once.Do(func() { close(ready) })
+			}
+		}
+		io.Copy(io.Discard, pipe)
+		m.err = m.cmd.Wait()
+		close(m.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-m.done:
+		default:
+			m.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-m.done:
+			case <-time.After(30 * time.Second):
+				m.cmd.Process.Kill()
+				<-m.done
+			}
+		}
+		if n.mounted(t, mp) {
+			exec.Command("nsenter", "--target", strconv.Itoa(n.holder.Process.Pid), "--mount", "--", "umount", "--lazy", mp).Run()
+		}
+	})
+	select {
+	case <-ready:
+	case <-m.done:
+		t.Fatalf("logfs mount as user %d exited before it was ready: %v; stderr: %s", nobodyID, m.err, m.stderr())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("logfs mount as user %d not ready after 60 s; stderr: %s", nobodyID, m.stderr())
+	}
+	// It is nobody who serves the mount, through fusermount3.
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
+	require.NoError(t, err)
+	require.Contains(t, string(status), fmt.Sprintf("\nUid:\t%d\t%d\t%d\t%d\n", nobodyID, nobodyID, nobodyID, nobodyID))
+	require.Contains(t, n.mountinfo(t, mp), fmt.Sprintf("user_id=%d,", nobodyID), "a mount made by fusermount3 for the user")
+	return m
+}
+
+// TestNonrootMountTour follows README's tour as a user who is not root:
+// the mount comes up through fusermount3, the shell's tools work through
+// it, and Ctrl-C, or fusermount3 -u from outside, unmount it and close
+// the log cleanly, leaving nothing mounted.
+func TestNonrootMountTour(t *testing.T) {
+	n := newNonroot(t, nonrootOptions{})
+	mp := filepath.Join(n.home, "logfs-mnt") // created by the command
+	m := n.mount(t, mp)
+	require.Contains(t, m.stderr(), "ready: ./logfs-data mounted at "+mp+" (read-write)")
+
+	out := n.shOK(t, `set -e
+mkdir ~/logfs-mnt/orders
+echo hello >> ~/logfs-mnt/orders/0/append
+seq 1 5 >> ~/logfs-mnt/orders/0/append
+cat ~/logfs-mnt/orders/0/offset/0
+echo --
+cat ~/logfs-mnt/orders/0/offset/3
+echo --
+tail -n 2 ~/logfs-mnt/orders/0/offset/0
+echo --
+stat -c '%U %A' ~/logfs-mnt/orders/0/append`)
+	require.Equal(t, "hello\n1\n2\n3\n4\n5\n--\n3\n4\n5\n--\n4\n5\n--\nnobody --w-------\n", out)
+
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
+	require.Equal(t, 0, m.wait(t), m.stderr())
+	require.Contains(t, m.stderr(), "unmounted "+mp)
+	require.False(t, n.mounted(t, mp), "still in the namespace's mountinfo after Ctrl-C")
+	require.False(t, mounted(mp))
+	data := filepath.Join(n.home, "logfs-data")
+	require.FileExists(t, filepath.Join(data, ".kafka_cleanshutdown"))
+	st, err := os.Stat(filepath.Join(data, "orders-0"))
+	require.NoError(t, err)
+	require.Equal(t, uint32(nobodyID), st.Sys().(*syscall.Stat_t).Uid, "the data directory is the user's")
+
+	// Unmounted from outside, the way a user can: the command ends cleanly.
+	m = n.mount(t, mp)
+	n.shOK(t, "fusermount3 -u ~/logfs-mnt")
+	require.Equal(t, 0, m.wait(t), m.stderr())
+	require.Contains(t, m.stderr(), "unmounted "+mp)
+	require.False(t, n.mounted(t, mp))
+	require.FileExists(t, filepath.Join(data, ".kafka_cleanshutdown"))
+	require.Equal(t, "hello\n1\n2\n3\n4\n5\n", n.logfs(t, "consume", "--offset", "0", "orders", "0").stdout)
+}
+
+// TestNonrootMountKilled: kill -9 of a user's mount leaves a dead mount.
+// The next mount there says so in one line, with a command that this user
+// can run; after it, the mount comes up again and recovers what was
+// appended.
+func TestNonrootMountKilled(t *testing.T) {
+	n := newNonroot(t, nonrootOptions{})
+	mp := filepath.Join(n.home, "mnt")
+	m := n.mount(t, mp, "--data", "data")
+	n.shOK(t, "set -e; mkdir mnt/t; printf 'one\\ntwo\\n' >> mnt/t/0/append; sync mnt/t/0/append")
+	require.NoError(t, m.cmd.Process.Kill())
+	<-m.done
+	out, code := n.sh(t, "stat mnt")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, out, "Transport endpoint is not connected", "a killed server leaves a dead mount")
+	before := snapshot(t, filepath.Join(n.home, "data"))
+
+	r := n.logfs(t, "mount", "--data", "data", mp)
+	requireOneLineError(t, r, exitFailure, "is a stale FUSE mount", "mount", "--data", "data", mp)
+	require.Equal(t, before, snapshot(t, filepath.Join(n.home, "data")), "the refused mount changed the data directory")
+	// The line names what to run; run it as the user.
+	line := strings.TrimSpace(r.stderr)
+	i := strings.LastIndex(line, "run ")
+	require.GreaterOrEqual(t, i, 0, "the line says what to run: %s", line)
+	fix := line[i+len("run "):]
+	n.shOK(t, fix)
+	require.False(t, n.mounted(t, mp), "%q left the dead mount", fix)
+
+	m = n.mount(t, mp, "--data", "data")
+	require.Equal(t, "one\ntwo\n", n.shOK(t, "cat mnt/t/0/offset/0"))
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, m.wait(t), m.stderr())
+	require.False(t, n.mounted(t, mp))
+}
+
+// TestNonrootMountRefused: what a user who is not root can get wrong is
+// refused in one line that says what to do, before the data directory is
+// created, and nothing is mounted.
+func TestNonrootMountRefused(t *testing.T) {
+	n := newNonroot(t, nonrootOptions{})
+	rootOwned := func(name string, mode os.FileMode) string {
+		p := filepath.Join(n.dir, name)
+		require.NoError(t, os.Mkdir(p, 0))
+		require.NoError(t, os.Chmod(p, mode)) // not the umask's
+		return p
+	}
+	mine := filepath.Join(n.home, "mnt")
+	require.NoError(t, os.Mkdir(mine, 0o755))
+	require.NoError(t, os.Chown(mine, nobodyID, nobodyID))
+	allowOther, err := os.ReadFile(fuseenv.ConfFile)
+	userAllowOther := err == nil && bytes.Contains(allowOther, []byte("\nuser_allow_other"))
+
+	for name, tc := range map[string]struct {
+		mountpoint string
+		args       []string
+		want       string
+	}{
+		"--allow-other without user_allow_other":  {mine, []string{"--allow-other"}, "allow_other needs the line user_allow_other in " + fuseenv.ConfFile},
+		"-o allow_other without user_allow_other": {mine, []string{"-o", "allow_other"}, "allow_other needs the line user_allow_other in " + fuseenv.ConfFile},
+		"a mount point of root's":                 {rootOwned("roots", 0o755), nil, "is not writable by you, and fusermount3 mounts only on a directory you may write to"},
+		"a mount point in a folder of root's":     {filepath.Join(rootOwned("roots-parent", 0o755), "mnt"), nil, "no write access to"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if strings.Contains(name, "user_allow_other") && userAllowOther {
+				t.Skipf("%s has user_allow_other", fuseenv.ConfFile)
+			}
+			data := filepath.Join(n.home, "data-"+strings.NewReplacer(" ", "-", "'", "", "/", "").Replace(name))
+			args := append(append([]string{"mount", "--data", data}, tc.args...), tc.mountpoint)
+			r := n.logfs(t, args...)
+			requireOneLineError(t, r, exitFailure, tc.want, args...)
+			require.NotContains(t, r.stderr, "fusermount3 said", "refused before fusermount3 is asked")
+			require.NoDirExists(t, data, "a refused mount created its data directory")
+			require.False(t, n.mounted(t, tc.mountpoint))
+		})
+	}
+}
+
+// TestNonrootReadOnlyRootData: a user serves root's data directory with
+// --read-only, one that all may read as a Kafka broker's: reads work,
+// appends fail with EROFS, and not a byte of the directory changes.
+func TestNonrootReadOnlyRootData(t *testing.T) {
+	n := newNonroot(t, nonrootOptions{})
+	data := filepath.Join(n.dir, "data")
+	require.NoError(t, os.Mkdir(data, 0o755))
+	ok(t, n.dir, "", "topic", "create", "--data", data, "orders")
+	ok(t, n.dir, "a\nb\n", "produce", "--data", data, "orders")
+	before := snapshot(t, data)
+	mp := filepath.Join(n.home, "mnt")
+	m := n.mount(t, mp, "--read-only", "--data", data)
+	require.Contains(t, m.stderr(), "(read-only)")
+	require.Equal(t, "a\nb\n", n.shOK(t, "cat mnt/orders/0/offset/0"))
+	out, code := n.sh(t, "echo c >> mnt/orders/0/append")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, out, "Read-only file system")
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
+	require.Equal(t, 0, m.wait(t), m.stderr())
+	require.False(t, n.mounted(t, mp))
+	require.Equal(t, before, snapshot(t, data))
+}
+
+// TestNonrootWithoutFusermount: on a machine without fusermount3 a user
+// who is not root is told so in one line, with the package to install,
+// before anything is created. One that is only off PATH is found in /bin,
+// as go-fuse finds it.
+func TestNonrootWithoutFusermount(t *testing.T) {
+	t.Run("none on the machine", func(t *testing.T) {
+		n := newNonroot(t, nonrootOptions{noFusermount: true})
+		args := []string{"mount", "--data", "data", filepath.Join(n.home, "mnt")}
+		r := n.logfs(t, args...)
+		requireOneLineError(t, r, exitFailure, "no fusermount3 found (install the fuse3 package: apt-get install fuse3)", args...)
+		require.NoDirExists(t, filepath.Join(n.home, "data"))
+		require.NoDirExists(t, filepath.Join(n.home, "mnt"))
+	})
+	t.Run("not on PATH", func(t *testing.T) {
+		n := newNonroot(t, nonrootOptions{})
+		if _, err := exec.LookPath("/bin/fusermount3"); err != nil {
+			t.Skip("no /bin/fusermount3 to fall back on")
+		}
+		mp := filepath.Join(n.home, "mnt")
+		m := n.mountWithPath(t, "/nonexistent", mp, "--data", "data")
+		require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
+		require.Equal(t, 0, m.wait(t), m.stderr())
+		require.Contains(t, m.stderr(), "unmounted "+mp)
+		require.False(t, n.mounted(t, mp))
+	})
+}
