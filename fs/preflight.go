@@ -5,7 +5,10 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -32,13 +35,36 @@ func Preflight(mountpoint string, allowOther bool) error {
 		if _, err := checkMountpoint(mp); err != nil {
 			return err
 		}
-		// fusermount3 mounts only where the user may write (and, on a
-		// sticky directory, only on their own).
-		if os.Geteuid() != 0 && unix.Access(mp, unix.W_OK) != nil {
-			return fmt.Errorf("%w: %s is not writable by you, and fusermount3 mounts only on a directory you may write to (use one of your own)", ErrMountpoint, mp)
+		if os.Geteuid() != 0 {
+			if err := checkFusermountMayMount(mp); err != nil {
+				return err
+			}
 		}
 	}
 	return checkFUSE(allowOther)
+}
+
+// checkFusermountMayMount refuses, for a user other than root, the mount
+// points fusermount3 refuses: one the user may not write to, and a sticky
+// directory (mode 1777, like /tmp) the user does not own, which the
+// user may write to. Found by fusermount3, they would fail the mount only
+// after the data directory was opened, recovered even.
+func checkFusermountMayMount(mp string) error {
+	if unix.Access(mp, unix.W_OK) != nil {
+		return fmt.Errorf("%w: %s is not writable by you, and fusermount3 mounts only on a directory you may write to (use one of your own)", ErrMountpoint, mp)
+	}
+	st, err := os.Stat(mp)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrMountpoint, err)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && st.Mode()&os.ModeSticky != 0 && int(sys.Uid) != os.Getuid() {
+		owner := strconv.FormatUint(uint64(sys.Uid), 10)
+		if u, err := user.LookupId(owner); err == nil {
+			owner = u.Username
+		}
+		return fmt.Errorf("%w: %s is %s's and sticky (%v): fusermount3 mounts on a sticky directory only for its owner (use a folder of your own in it)", ErrMountpoint, mp, owner, st.Mode())
+	}
+	return nil
 }
 
 // checkCreatable checks that the missing directory mp can be made: its

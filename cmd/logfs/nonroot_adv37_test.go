@@ -402,6 +402,7 @@ func TestNonrootMountRefused(t *testing.T) {
 		"-o allow_other without user_allow_other": {mine, []string{"-o", "allow_other"}, "allow_other needs the line user_allow_other in " + fuseenv.ConfFile},
 		"a mount point of root's":                 {rootOwned("roots", 0o755), nil, "is not writable by you, and fusermount3 mounts only on a directory you may write to"},
 		"a mount point in a folder of root's":     {filepath.Join(rootOwned("roots-parent", 0o755), "mnt"), nil, "no write access to"},
+		"a shared sticky folder not yours":        {rootOwned("sticky", os.ModeSticky|0o777), nil, "fusermount3 mounts on a sticky directory only for its owner"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if strings.Contains(name, "user_allow_other") && userAllowOther {
