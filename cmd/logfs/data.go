@@ -75,6 +75,11 @@ func openLog(dir string, o storage.Options) (*storage.Log, error) {
 		if err := checkDataDirExists(dir); err != nil {
 			return nil, err
 		}
+		// Refused before anything in it is tried, which would log a
+		// warning for each checkpoint it cannot read above the one line.
+		if err := unix.Access(dir, unix.R_OK|unix.X_OK); errors.Is(err, unix.EACCES) {
+			return nil, permissionError(dir, true, &fs.PathError{Op: "open", Path: dir, Err: err})
+		}
 		if err := checkIsDataDir(dir); err != nil {
 			return nil, err
 		}
@@ -94,7 +99,7 @@ func openLog(dir string, o storage.Options) (*storage.Log, error) {
 	case errors.Is(err, storage.ErrNotDataDir):
 		return nil, errors.New(strings.TrimPrefix(err.Error(), storage.ErrNotDataDir.Error()+": "))
 	case errors.Is(err, fs.ErrPermission):
-		return nil, permissionError(dir, o.ReadOnly)
+		return nil, permissionError(dir, o.ReadOnly, err)
 	case err != nil:
 		return nil, fmt.Errorf("open data directory %s: %w", dir, err)
 	}
@@ -137,23 +142,56 @@ func checkDataDirExists(dir string) error {
 	return nil
 }
 
-// permissionError says who may open dir, which this user may not.
-func permissionError(dir string, readOnly bool) error {
-	need := "write to"
+// permissionError says what of dir this user may not open, and who owns
+// it: the directory itself, or when that is open to the user a file in it
+// (err's path: a segment of root's in a directory all may read), or when
+// dir is still to be made, the folder it would be made in.
+func permissionError(dir string, readOnly bool, err error) error {
+	need, access := "write to", uint32(unix.W_OK|unix.X_OK)
 	if readOnly {
-		need = "read"
+		need, access = "read", unix.R_OK|unix.X_OK
 	}
-	owner := ""
-	if st, err := os.Stat(dir); err == nil {
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			name := strconv.FormatUint(uint64(sys.Uid), 10)
-			if u, err := user.LookupId(name); err == nil {
-				name = u.Username
-			}
-			owner = fmt.Sprintf(" (it belongs to %s, mode %v)", name, st.Mode())
+	if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+		parent := existingAncestor(dir)
+		return fmt.Errorf("data directory %s: permission denied: you may not create it in %s%s; give one in a folder of your own (README: Security)", dir, parent, ownedBy(parent, "which"))
+	}
+	what, path := "it", dir
+	var pe *fs.PathError
+	if unix.Access(dir, access) == nil && errors.As(err, &pe) && isBelow(resolvedPath(pe.Path), resolvedPath(dir)) {
+		what, path = pe.Path, pe.Path
+	}
+	return fmt.Errorf("data directory %s: permission denied: you may not %s %s%s; run as its owner, or have it shared with you (README: Security)", dir, need, what, ownedBy(path, "it"))
+}
+
+// ownedBy is " (it belongs to root, mode drwx------)", with pronoun for
+// it, or "" when p cannot be looked at.
+func ownedBy(p, pronoun string) string {
+	st, err := os.Stat(p)
+	if err != nil {
+		return ""
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	name := strconv.FormatUint(uint64(sys.Uid), 10)
+	if u, err := user.LookupId(name); err == nil {
+		name = u.Username
+	}
+	return fmt.Sprintf(" (%s belongs to %s, mode %v)", pronoun, name, st.Mode())
+}
+
+// existingAncestor is the nearest folder above p that exists.
+func existingAncestor(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Dir(p)
+	}
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || filepath.Dir(d) == d {
+			return d
 		}
 	}
-	return fmt.Errorf("data directory %s: permission denied: you may not %s it%s; run as its owner, or have it shared with you (README: Security)", dir, need, owner)
 }
 
 // closeLog closes l and joins its error to err: a failed close must fail

@@ -419,6 +419,62 @@ func TestNonrootMountRefused(t *testing.T) {
 	}
 }
 
+// TestNonrootDataDirectoryNotTheirs: a data directory of root's, or one to
+// be created where the user may not write, is refused in one line naming
+// what the user may not do and to what.
+func TestNonrootDataDirectoryNotTheirs(t *testing.T) {
+	n := newNonroot(t, nonrootOptions{})
+	roots := filepath.Join(n.dir, "roots")
+	require.NoError(t, os.Mkdir(roots, 0o755))
+	// Not a private data directory, which logfs makes drwx------, but one
+	// that all may read, as Kafka's are: its files are -rw-r--r--.
+	data := filepath.Join(roots, "data")
+	require.NoError(t, os.Mkdir(data, 0o755))
+	ok(t, n.dir, "", "topic", "create", "--data", data, "orders")
+	ok(t, n.dir, "a\nb\n", "produce", "--data", data, "orders")
+	segment := filepath.Join(data, "orders-0", "00000000000000000000.log")
+	mp := filepath.Join(n.home, "mnt")
+
+	for name, tc := range map[string]struct {
+		data  string
+		args  []string
+		setup func(t *testing.T)
+		want  string
+	}{
+		"root's, read-write": {data: data,
+			want: "data directory " + data + ": permission denied: you may not write to it (it belongs to root, mode drwxr-xr-x)"},
+		"to be made in a folder of root's": {data: filepath.Join(roots, "new"),
+			want: "data directory " + filepath.Join(roots, "new") + ": permission denied: you may not create it in " + roots + " (which belongs to root, mode drwxr-xr-x)"},
+		"root's and closed, read-only": {data: data, args: []string{"--read-only"},
+			setup: func(t *testing.T) { chmodFor(t, data, 0o700) },
+			want:  "data directory " + data + ": permission denied: you may not read it (it belongs to root, mode drwx------)"},
+		"a segment closed, read-only": {data: data, args: []string{"--read-only"},
+			setup: func(t *testing.T) { chmodFor(t, segment, 0o600) },
+			want:  "data directory " + data + ": permission denied: you may not read " + segment + " (it belongs to root, mode -rw-------)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if tc.setup != nil {
+				tc.setup(t)
+			}
+			before := snapshot(t, roots)
+			args := append(append([]string{"mount", "--data", tc.data}, tc.args...), mp)
+			r := n.logfs(t, args...)
+			requireOneLineError(t, r, exitFailure, tc.want, args...)
+			require.False(t, n.mounted(t, mp))
+			require.Equal(t, before, snapshot(t, roots))
+		})
+	}
+}
+
+// chmodFor changes the mode of p until t ends.
+func chmodFor(t *testing.T, p string, mode os.FileMode) {
+	t.Helper()
+	st, err := os.Stat(p)
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(p, mode))
+	t.Cleanup(func() { os.Chmod(p, st.Mode().Perm()) })
+}
+
 // TestNonrootReadOnlyRootData: a user serves root's data directory with
 // --read-only, one that all may read as a Kafka broker's: reads work,
 // appends fail with EROFS, and not a byte of the directory changes.
