@@ -309,11 +309,35 @@ func (s *Server) Unmount() error {
 	}
 	if own {
 		if err := s.srv.Unmount(); err != nil {
-			return fmt.Errorf("logfs: unmount %s: %w", s.mountpoint, err)
+			return fmt.Errorf("logfs: unmount %s: %w", s.mountpoint, fusermountErrno(err))
 		}
 	}
 	<-s.done
 	return nil
+}
+
+// fusermountErrno turns go-fuse's report of a failed `fusermount3 -u`
+// ("/usr/bin/fusermount3: failed to unmount /mnt: Device or resource
+// busy\n (code exit status 1)\n"), which is how every user but root
+// unmounts, and root too when umount(2) failed and there is a
+// fusermount3, into the errno umount(2) gives root, which the caller
+// already names the mount point for. Other errors are returned as they
+// are, on one line.
+func fusermountErrno(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return err
+	}
+	msg := strings.TrimSpace(err.Error())
+	if i := strings.LastIndex(msg, "(code "); i >= 0 {
+		msg = strings.TrimSpace(msg[:i])
+	}
+	for _, errno := range []syscall.Errno{syscall.EBUSY, syscall.EINVAL, syscall.EPERM, syscall.ENOENT} {
+		if e := errno.Error(); len(msg) >= len(e) && strings.EqualFold(msg[len(msg)-len(e):], e) {
+			return errno
+		}
+	}
+	return errors.New(strings.Join(strings.Fields(msg), " "))
 }
 
 // Attached returns where the mount is still attached once it has ended:

@@ -524,3 +524,52 @@ func TestNonrootWithoutFusermount(t *testing.T) {
 		require.False(t, n.mounted(t, mp))
 	})
 }
+
+// TestNonrootBusyUnmount: Ctrl-C while the user's shell is in the mount
+// fails to unmount (fusermount3 -u says the mount is busy); the line says
+// so as it does for root, without fusermount3's path and exit status, and
+// the next Ctrl-C, once the shell has left, unmounts.
+func TestNonrootBusyUnmount(t *testing.T) {
+	n := newNonroot(t, nonrootOptions{})
+	mp := filepath.Join(n.home, "mnt")
+	m := n.mount(t, mp, "--data", "data")
+	shell := n.command(n.home, userPath, "sh", "-c", "cd mnt && echo in && exec sleep 600")
+	out, err := shell.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, shell.Start())
+	exited := make(chan struct{})
+	t.Cleanup(func() {
+		shell.Process.Kill()
+		<-exited
+	})
+	in := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		in <- line
+		io.Copy(io.Discard, out)
+		shell.Wait()
+		close(exited)
+	}()
+	select {
+	case line := <-in:
+		require.Equal(t, "in\n", line)
+	case <-time.After(time.Minute):
+		t.Fatal("the shell did not enter the mount in a minute")
+	}
+
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(m.stderr(), "still mounted") {
+		require.True(t, time.Now().Before(deadline), "no word of the busy mount in a minute: %s", m.stderr())
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.True(t, n.mounted(t, mp))
+	lines := strings.Split(strings.TrimSpace(m.stderr()), "\n")
+	require.Equal(t, "logfs mount: unmount "+mp+": device or resource busy; still mounted: close what uses it and press Ctrl-C again", lines[len(lines)-1])
+
+	require.NoError(t, shell.Process.Kill())
+	<-exited
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
+	require.Equal(t, 0, m.wait(t), m.stderr())
+	require.False(t, n.mounted(t, mp))
+}
