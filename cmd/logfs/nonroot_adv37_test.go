@@ -371,6 +371,24 @@ func TestNonrootMountKilled(t *testing.T) {
 
 	m = n.mount(t, mp, "--data", "data")
 	require.Equal(t, "one\ntwo\n", n.shOK(t, "cat mnt/t/0/offset/0"))
+
+	// Killed again: what contrib/systemd's unit runs before a start takes
+	// the dead mount away for a user too (with User= in the unit).
+	require.NoError(t, m.cmd.Process.Kill())
+	<-m.done
+	require.True(t, n.mounted(t, mp))
+	unit, err := os.ReadFile("../../contrib/systemd/logfs.service")
+	require.NoError(t, err)
+	pre := ""
+	for _, l := range strings.Split(string(unit), "\n") {
+		if c, ok := strings.CutPrefix(l, "ExecStartPre=-"); ok {
+			pre = strings.ReplaceAll(c, "/mnt/logfs", mp)
+		}
+	}
+	require.NotEmpty(t, pre, "the unit takes a dead mount away before it starts")
+	n.shOK(t, pre)
+	require.False(t, n.mounted(t, mp), "%q left the dead mount", pre)
+	m = n.mount(t, mp, "--data", "data")
 	require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 0, m.wait(t), m.stderr())
 	require.False(t, n.mounted(t, mp))
