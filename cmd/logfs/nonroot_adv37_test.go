@@ -55,6 +55,9 @@ type nonrootOptions struct {
 	// noFusermount hides fusermount3 (and fusermount) in the namespace, as
 	// on a machine without Debian's fuse3 package.
 	noFusermount bool
+	// fuseConf, if set, is what fusermount3 and logfs read as
+	// /etc/fuse.conf in the namespace (the machine's is not changed).
+	fuseConf string
 }
 
 // newNonroot makes the namespace, or skips t saying why it cannot: the
@@ -106,9 +109,18 @@ for f in fusermount3 fusermount; do
 done
 `
 	}
+	if o.fuseConf != "" {
+		if _, err := os.Stat(fuseenv.ConfFile); err != nil {
+			t.Skipf("no %s to cover in the namespace", fuseenv.ConfFile)
+		}
+		script += `printf %s "$4" > "$1/fuse.conf"
+mount --bind "$1/fuse.conf" "$5"
+`
+	}
 	script += "echo ready\nexec cat\n"
 	n.holder = exec.Command("unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh",
-		devDir, strconv.FormatUint(uint64(unix.Major(rdev)), 10), strconv.FormatUint(uint64(unix.Minor(rdev)), 10))
+		devDir, strconv.FormatUint(uint64(unix.Major(rdev)), 10), strconv.FormatUint(uint64(unix.Minor(rdev)), 10),
+		o.fuseConf, fuseenv.ConfFile)
 	stdin, err := n.holder.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := n.holder.StdoutPipe()
@@ -154,11 +166,16 @@ done
 // command returns name with args run as nobody, in the namespace, in
 // folder wd, with a plain environment whose PATH is path.
 func (n *nonroot) command(wd, path, name string, args ...string) *exec.Cmd {
+	return n.commandAs(nobodyID, wd, path, name, args...)
+}
+
+// commandAs is command run as user (and group) id instead.
+func (n *nonroot) commandAs(id int, wd, path, name string, args ...string) *exec.Cmd {
 	// nsenter, setpriv and sh exec, so the command's pid is name's own.
 	// (Not nsenter --wd: it opens the folder before it enters the
 	// namespace, where the mounts made in the namespace are not.)
 	cmd := exec.Command(n.tools["nsenter"], append([]string{"--target", strconv.Itoa(n.holder.Process.Pid), "--mount", "--",
-		n.tools["setpriv"], "--reuid=" + strconv.Itoa(nobodyID), "--regid=" + strconv.Itoa(nobodyID), "--clear-groups", "--",
+		n.tools["setpriv"], "--reuid=" + strconv.Itoa(id), "--regid=" + strconv.Itoa(id), "--clear-groups", "--",
 		n.tools["sh"], "-c", `cd "$0" && exec "$@"`, wd, name}, args...)...)
 	cmd.Env = []string{"PATH=" + path, "LC_ALL=C", "HOME=" + n.home, "LOGFS_PROGRESS_INTERVAL=1h"}
 	return cmd
@@ -353,7 +370,7 @@ func TestNonrootMountKilled(t *testing.T) {
 	n.shOK(t, "set -e; mkdir mnt/t; printf 'one\\ntwo\\n' >> mnt/t/0/append; sync mnt/t/0/append")
 	require.NoError(t, m.cmd.Process.Kill())
 	<-m.done
-	out, code := n.sh(t, "stat mnt")
+	out, code := n.sh(t, "stat -f mnt") // statfs asks the server; stat may answer from the cache
 	require.NotEqual(t, 0, code)
 	require.Contains(t, out, "Transport endpoint is not connected", "a killed server leaves a dead mount")
 	before := snapshot(t, filepath.Join(n.home, "data"))
@@ -398,7 +415,12 @@ func TestNonrootMountKilled(t *testing.T) {
 // refused in one line that says what to do, before the data directory is
 // created, and nothing is mounted.
 func TestNonrootMountRefused(t *testing.T) {
-	n := newNonroot(t, nonrootOptions{})
+	// A fuse.conf without user_allow_other, whatever the machine's says.
+	var o nonrootOptions
+	if _, err := os.Stat(fuseenv.ConfFile); err == nil {
+		o.fuseConf = "#user_allow_other\n"
+	}
+	n := newNonroot(t, o)
 	rootOwned := func(name string, mode os.FileMode) string {
 		p := filepath.Join(n.dir, name)
 		require.NoError(t, os.Mkdir(p, 0))
@@ -408,8 +430,6 @@ func TestNonrootMountRefused(t *testing.T) {
 	mine := filepath.Join(n.home, "mnt")
 	require.NoError(t, os.Mkdir(mine, 0o755))
 	require.NoError(t, os.Chown(mine, nobodyID, nobodyID))
-	allowOther, err := os.ReadFile(fuseenv.ConfFile)
-	userAllowOther := err == nil && bytes.Contains(allowOther, []byte("\nuser_allow_other"))
 
 	for name, tc := range map[string]struct {
 		mountpoint string
@@ -423,9 +443,6 @@ func TestNonrootMountRefused(t *testing.T) {
 		"a shared sticky folder not yours":        {rootOwned("sticky", os.ModeSticky|0o777), nil, "fusermount3 mounts on a sticky directory only for its owner"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if strings.Contains(name, "user_allow_other") && userAllowOther {
-				t.Skipf("%s has user_allow_other", fuseenv.ConfFile)
-			}
 			data := filepath.Join(n.home, "data-"+strings.NewReplacer(" ", "-", "'", "", "/", "").Replace(name))
 			args := append(append([]string{"mount", "--data", data}, tc.args...), tc.mountpoint)
 			r := n.logfs(t, args...)
@@ -587,6 +604,44 @@ func TestNonrootBusyUnmount(t *testing.T) {
 
 	require.NoError(t, shell.Process.Kill())
 	<-exited
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
+	require.Equal(t, 0, m.wait(t), m.stderr())
+	require.False(t, n.mounted(t, mp))
+}
+
+// TestNonrootAllowOther: with user_allow_other in fusermount3's
+// configuration (a fuse.conf of the namespace's own, with a comment after
+// the word, which fusermount3 allows too), a user's --allow-other mount
+// lets others do what -o umask= gives them; without --allow-other nobody
+// else gets in, root included.
+func TestNonrootAllowOther(t *testing.T) {
+	n := newNonroot(t, nonrootOptions{fuseConf: "# for the logfs tests\nuser_allow_other # let users share\n"})
+	const other = nobodyID - 1 // a user of no group of nobody's
+	mp := filepath.Join(n.home, "mnt")
+	m := n.mount(t, mp, "--data", "data", "--allow-other", "-o", "umask=022")
+	n.shOK(t, "set -e; mkdir mnt/t; echo a >> mnt/t/0/append")
+	asOther := func(script string) (string, int) {
+		out, err := n.commandAs(other, n.home, userPath, "sh", "-c", script).CombinedOutput()
+		return string(out), exitCode(t, err)
+	}
+	out, code := asOther("cat mnt/t/0/offset/0")
+	require.Equal(t, 0, code, out)
+	require.Equal(t, "a\n", out)
+	out, code = asOther("echo b >> mnt/t/0/append")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, out, "Permission denied")
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
+	require.Equal(t, 0, m.wait(t), m.stderr())
+	require.False(t, n.mounted(t, mp))
+
+	m = n.mount(t, mp, "--data", "data")
+	out, code = asOther("cat mnt/t/0/offset/0")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, out, "Permission denied")
+	root, err := exec.Command(n.tools["nsenter"], "--target", strconv.Itoa(n.holder.Process.Pid), "--mount", "--",
+		n.tools["sh"], "-c", `cat "$0"/t/0/offset/0`, mp).CombinedOutput()
+	require.Error(t, err, "root read a private mount: %s", root)
+	require.Contains(t, string(root), "Permission denied")
 	require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
 	require.Equal(t, 0, m.wait(t), m.stderr())
 	require.False(t, n.mounted(t, mp))
