@@ -180,6 +180,10 @@ func Mount(mountpoint string, l *storage.Log, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The folder a symbolic link leads to: mount(2) follows links, but
+	// fusermount3 refuses to mount on one ("not a directory or a regular
+	// file"), and would unmount only by the name the kernel lists.
+	mp = realPath(mp)
 	f := newLogFS(l, o)
 	logLevel := slog.LevelWarn
 	if o.Debug {

@@ -229,19 +229,16 @@ func (n *nonroot) logfsWithPath(t *testing.T, path string, args ...string) resul
 // mounted reports whether something is mounted at mp in the namespace.
 func (n *nonroot) mounted(t *testing.T, mp string) bool {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", n.holder.Process.Pid))
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && f[4] == mp {
-			return true
-		}
-	}
-	return false
+	return n.mountinfo(t, mp) != ""
 }
 
-// mountinfo is the line of the namespace's mountinfo for mp, or "".
+// mountinfo is the line of the namespace's mountinfo for mp (named by the
+// folder it leads to, as mountinfo names it), or "".
 func (n *nonroot) mountinfo(t *testing.T, mp string) string {
 	t.Helper()
+	if real, err := filepath.EvalSymlinks(mp); err == nil { // as seen outside: no mounts in the way
+		mp = real
+	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", n.holder.Process.Pid))
 	require.NoError(t, err)
 	for _, line := range strings.Split(string(b), "\n") {
@@ -645,4 +642,20 @@ func TestNonrootAllowOther(t *testing.T) {
 	require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
 	require.Equal(t, 0, m.wait(t), m.stderr())
 	require.False(t, n.mounted(t, mp))
+}
+
+// TestNonrootMountThroughALink: a mount point named through a symbolic
+// link, which mount(2) follows as root, works for a user too, although
+// fusermount3 refuses to mount on a link: the mount goes on the folder it
+// leads to, and Ctrl-C takes it away.
+func TestNonrootMountThroughALink(t *testing.T) {
+	n := newNonroot(t, nonrootOptions{})
+	real := filepath.Join(n.home, "real")
+	n.shOK(t, "mkdir real && ln -s real link")
+	m := n.mount(t, filepath.Join(n.home, "link"), "--data", "data")
+	require.True(t, n.mounted(t, real))
+	require.Equal(t, "x\n", n.shOK(t, "set -e; mkdir link/t; echo x >> link/t/0/append; cat real/t/0/offset/0"))
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
+	require.Equal(t, 0, m.wait(t), m.stderr())
+	require.False(t, n.mounted(t, real))
 }
