@@ -55,6 +55,10 @@ type nonrootOptions struct {
 	// noFusermount hides fusermount3 (and fusermount) in the namespace, as
 	// on a machine without Debian's fuse3 package.
 	noFusermount bool
+	// fusermount, if set, covers fusermount3 with a copy of it that is
+	// not set-uid ("copy") or with itself on a nosuid mount ("nosuid"),
+	// as a container image or a file system mounted nosuid may leave it.
+	fusermount string
 	// fuseConf, if set, is what fusermount3 and logfs read as
 	// /etc/fuse.conf in the namespace (the machine's is not changed).
 	fuseConf string
@@ -109,6 +113,22 @@ for f in fusermount3 fusermount; do
 done
 `
 	}
+	switch o.fusermount {
+	case "":
+	case "copy":
+		script += `f=$(readlink -f "$6")
+cp "$f" "$1/fusermount3"
+chmod 0755 "$1/fusermount3"
+mount --bind "$1/fusermount3" "$f"
+`
+	case "nosuid":
+		script += `f=$(readlink -f "$6")
+mount --bind "$f" "$f"
+mount -o remount,bind,nosuid "$f"
+`
+	default:
+		t.Fatalf("fusermount: %q", o.fusermount)
+	}
 	if o.fuseConf != "" {
 		if _, err := os.Stat(fuseenv.ConfFile); err != nil {
 			t.Skipf("no %s to cover in the namespace", fuseenv.ConfFile)
@@ -120,7 +140,7 @@ mount --bind "$1/fuse.conf" "$5"
 	script += "echo ready\nexec cat\n"
 	n.holder = exec.Command("unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh",
 		devDir, strconv.FormatUint(uint64(unix.Major(rdev)), 10), strconv.FormatUint(uint64(unix.Minor(rdev)), 10),
-		o.fuseConf, fuseenv.ConfFile)
+		o.fuseConf, fuseenv.ConfFile, fuseenv.Fusermount())
 	stdin, err := n.holder.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := n.holder.StdoutPipe()
@@ -658,4 +678,24 @@ func TestNonrootMountThroughALink(t *testing.T) {
 	require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
 	require.Equal(t, 0, m.wait(t), m.stderr())
 	require.False(t, n.mounted(t, real))
+}
+
+// TestNonrootFusermountNotSetuid: a fusermount3 that cannot mount for a
+// user, as it is not set-uid root (copied without the bit, into a
+// container image say) or lies on a file system mounted nosuid, is named
+// in one line with what to do, before the data directory is created.
+func TestNonrootFusermountNotSetuid(t *testing.T) {
+	for _, how := range []string{"copy", "nosuid"} {
+		t.Run(how, func(t *testing.T) {
+			n := newNonroot(t, nonrootOptions{fusermount: how})
+			args := []string{"mount", "--data", "data", filepath.Join(n.home, "mnt")}
+			r := n.logfs(t, args...)
+			want := map[string]string{
+				"copy":   "is not set-uid root (-rwxr-xr-x root:root), so it cannot mount for you: ask an administrator to chmod u+s ",
+				"nosuid": "lies on a file system mounted nosuid, so it cannot mount for you: ",
+			}[how]
+			requireOneLineError(t, r, exitFailure, want, args...)
+			require.NoDirExists(t, filepath.Join(n.home, "data"))
+		})
+	}
 }

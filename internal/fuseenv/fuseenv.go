@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Device is the kernel's FUSE device. A variable so that tests can point
@@ -55,8 +57,14 @@ func Check(allowOther bool) error {
 	if err != nil {
 		return fmt.Errorf("%s does not exist (load the fuse kernel module: modprobe fuse; in a container, pass the device in: --device /dev/fuse)", Device)
 	}
-	if !root && Fusermount() == "" {
-		return errors.New("not running as root and no fusermount3 found (install the fuse3 package: apt-get install fuse3), or mount as root")
+	if !root {
+		bin := Fusermount()
+		if bin == "" {
+			return errors.New("not running as root and no fusermount3 found (install the fuse3 package: apt-get install fuse3), or mount as root")
+		}
+		if err := checkSetuid(bin); err != nil {
+			return err
+		}
 	}
 	f, err := os.OpenFile(Device, os.O_RDWR, 0)
 	if err != nil {
@@ -68,6 +76,34 @@ func Check(allowOther bool) error {
 	f.Close()
 	if allowOther && !root && !userAllowOther() {
 		return fmt.Errorf("allow_other needs the line user_allow_other in %s when not mounting as root (or leave out allow_other: only you will see the files)", ConfFile)
+	}
+	return nil
+}
+
+// checkSetuid explains a fusermount3 that cannot mount for a user other
+// than root: one that is not set-uid root (copied without the bit, into a
+// container image say), or lies on a file system mounted nosuid, fails
+// every mount with "mount failed: Operation not permitted".
+func checkSetuid(bin string) error {
+	st, err := os.Stat(bin)
+	if err != nil {
+		return nil // the mount will say
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if st.Mode()&os.ModeSetuid == 0 || sys.Uid != 0 {
+		mode := []byte(st.Mode().Perm().String())
+		if st.Mode()&os.ModeSetuid != 0 {
+			mode[3] = map[byte]byte{'x': 's', '-': 'S'}[mode[3]] // as ls shows it
+		}
+		return fmt.Errorf("%s is not set-uid root (%s %s:%s), so it cannot mount for you: ask an administrator to chmod u+s %s as root (or reinstall the fuse3 package), or mount as root",
+			bin, mode, userName(sys.Uid), groupName(sys.Gid), bin)
+	}
+	var fs unix.Statfs_t
+	if unix.Statfs(bin, &fs) == nil && fs.Flags&unix.ST_NOSUID != 0 {
+		return fmt.Errorf("%s lies on a file system mounted nosuid, so it cannot mount for you: use a fusermount3 where set-uid programs run, or mount as root", bin)
 	}
 	return nil
 }
