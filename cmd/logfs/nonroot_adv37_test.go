@@ -52,12 +52,11 @@ type nonroot struct {
 
 // nonrootOptions change the namespace.
 type nonrootOptions struct {
-	// noFusermount hides fusermount3 (and fusermount) in the namespace, as
-	// on a machine without Debian's fuse3 package.
-	noFusermount bool
-	// fusermount, if set, covers fusermount3 with a copy of it that is
-	// not set-uid ("copy") or with itself on a nosuid mount ("nosuid"),
-	// as a container image or a file system mounted nosuid may leave it.
+	// fusermount, if set, changes fusermount3 in the namespace: "none"
+	// hides it (and fusermount), as on a machine without Debian's fuse3
+	// package; "copy" covers it with a copy that is not set-uid, and
+	// "nosuid" with itself on a nosuid mount, as a container image or a
+	// file system mounted nosuid may leave it.
 	fusermount string
 	// fuseConf, if set, is what fusermount3 and logfs read as
 	// /etc/fuse.conf in the namespace (the machine's is not changed).
@@ -104,7 +103,9 @@ mount -t tmpfs -o mode=0755,size=64k logfs-test-dev "$1"
 mknod -m 0666 "$1/fuse" c "$2" "$3"
 mount --bind "$1/fuse" /dev/fuse
 `
-	if o.noFusermount {
+	switch o.fusermount {
+	case "":
+	case "none":
 		script += `: > "$1/none"
 for f in fusermount3 fusermount; do
 	for d in /usr/bin /bin /usr/sbin /sbin /usr/local/bin; do
@@ -112,9 +113,6 @@ for f in fusermount3 fusermount; do
 	done
 done
 `
-	}
-	switch o.fusermount {
-	case "":
 	case "copy":
 		script += `f=$(readlink -f "$6")
 cp "$f" "$1/fusermount3"
@@ -138,7 +136,7 @@ mount --bind "$1/fuse.conf" "$5"
 `
 	}
 	script += "echo ready\nexec cat\n"
-	n.holder = exec.Command("unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh",
+	n.holder = exec.Command(tools["unshare"], "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh",
 		devDir, strconv.FormatUint(uint64(unix.Major(rdev)), 10), strconv.FormatUint(uint64(unix.Minor(rdev)), 10),
 		o.fuseConf, fuseenv.ConfFile, fuseenv.Fusermount())
 	stdin, err := n.holder.StdinPipe()
@@ -223,12 +221,7 @@ func (n *nonroot) shOK(t *testing.T, script string) string {
 // logfs runs logfs as nobody, from their home, and waits for it.
 func (n *nonroot) logfs(t *testing.T, args ...string) result {
 	t.Helper()
-	return n.logfsWithPath(t, userPath, args...)
-}
-
-func (n *nonroot) logfsWithPath(t *testing.T, path string, args ...string) result {
-	t.Helper()
-	cmd := n.command(n.home, path, n.bin, args...)
+	cmd := n.command(n.home, userPath, n.bin, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	done := make(chan error, 1)
@@ -314,7 +307,7 @@ func (n *nonroot) mountWithPath(t *testing.T, path, mp string, args ...string) *
 			}
 		}
 		if n.mounted(t, mp) {
-			exec.Command("nsenter", "--target", strconv.Itoa(n.holder.Process.Pid), "--mount", "--", "umount", "--lazy", mp).Run()
+			exec.Command(n.tools["nsenter"], "--target", strconv.Itoa(n.holder.Process.Pid), "--mount", "--", n.tools["umount"], "--lazy", mp).Run()
 		}
 	})
 	select {
@@ -556,7 +549,7 @@ func TestNonrootReadOnlyRootData(t *testing.T) {
 // as go-fuse finds it.
 func TestNonrootWithoutFusermount(t *testing.T) {
 	t.Run("none on the machine", func(t *testing.T) {
-		n := newNonroot(t, nonrootOptions{noFusermount: true})
+		n := newNonroot(t, nonrootOptions{fusermount: "none"})
 		args := []string{"mount", "--data", "data", filepath.Join(n.home, "mnt")}
 		r := n.logfs(t, args...)
 		requireOneLineError(t, r, exitFailure, "no fusermount3 found (install the fuse3 package: apt-get install fuse3)", args...)
