@@ -73,7 +73,7 @@ func newNonroot(t *testing.T, o nonrootOptions) *nonroot {
 		t.Skip("runs logfs as user 65534 with setpriv and a namespace of its own, which needs root")
 	}
 	tools := map[string]string{}
-	for _, tool := range []string{"setpriv", "unshare", "nsenter", "mount", "mknod", "umount", "sh"} {
+	for _, tool := range []string{"setpriv", "unshare", "nsenter", "mount", "mknod", "umount", "sh", "awk"} {
 		p, err := exec.LookPath(tool)
 		if err != nil {
 			t.Skipf("no %s (util-linux, coreutils): cannot run logfs as another user", tool)
@@ -99,6 +99,12 @@ func newNonroot(t *testing.T, o nonrootOptions) *nonroot {
 	// from this process: it ends when the test closes the pipe, or when
 	// the test binary dies.
 	script := `set -e
+# The namespace starts with a copy of every mount outside, FUSE mounts of
+# other tests (other packages' run beside) among them. A copy holds its
+# mount's connection open: that test's server would go on serving after
+# its unmount, until this namespace ends. So they are let go at once.
+awk '{ for (i = 7; i < NF; i++) if ($i == "-") { if ($(i+1) ~ /^fuse/) print $5; break } }' /proc/self/mountinfo |
+while read -r p; do umount --lazy "$(printf '%b' "$p")" 2>/dev/null || true; done
 mount -t tmpfs -o mode=0755,size=64k logfs-test-dev "$1"
 mknod -m 0666 "$1/fuse" c "$2" "$3"
 mount --bind "$1/fuse" /dev/fuse
