@@ -58,6 +58,10 @@ type nonrootOptions struct {
 	// "nosuid" with itself on a nosuid mount, as a container image or a
 	// file system mounted nosuid may leave it.
 	fusermount string
+	// fstab covers /etc/fstab in the namespace with an empty file the
+	// test fills (setFstab), and /sbin with a folder that holds only the
+	// logfs binary, as the mount helper mount.fuse.logfs.
+	fstab bool
 	// fuseConf, if set, is what fusermount3 and logfs read as
 	// /etc/fuse.conf in the namespace (the machine's is not changed).
 	fuseConf string
@@ -141,10 +145,18 @@ mount -o remount,bind,nosuid "$f"
 mount --bind "$1/fuse.conf" "$5"
 `
 	}
+	if o.fstab {
+		script += `mkdir "$1/sbin"
+ln -s "$7" "$1/sbin/mount.fuse.logfs"
+mount --bind "$1/sbin" "$(readlink -f /sbin)"
+: > "$1/fstab"
+mount --bind "$1/fstab" /etc/fstab
+`
+	}
 	script += "echo ready\nexec cat\n"
 	n.holder = exec.Command(tools["unshare"], "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh",
 		devDir, strconv.FormatUint(uint64(unix.Major(rdev)), 10), strconv.FormatUint(uint64(unix.Minor(rdev)), 10),
-		o.fuseConf, fuseenv.ConfFile, fuseenv.Fusermount())
+		o.fuseConf, fuseenv.ConfFile, fuseenv.Fusermount(), bin)
 	stdin, err := n.holder.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := n.holder.StdoutPipe()
@@ -696,5 +708,55 @@ func TestNonrootFusermountNotSetuid(t *testing.T) {
 			requireOneLineError(t, r, exitFailure, want, args...)
 			require.NoDirExists(t, filepath.Join(n.home, "data"))
 		})
+	}
+}
+
+// TestNonrootFstabUserMount: an fstab line with `user` lets a user mount
+// with mount(8), which runs logfs as its helper (README: mount(8) and
+// fstab) as that user; the user's umount ends the background mount, which
+// closes the log cleanly.
+func TestNonrootFstabUserMount(t *testing.T) {
+	n := newNonroot(t, nonrootOptions{fstab: true})
+	data, mp := filepath.Join(n.home, "data"), filepath.Join(n.home, "mnt")
+	n.setFstab(t, data+" "+mp+" fuse.logfs noauto,user,retention.ms=-1 0 0\n")
+	n.shOK(t, "mkdir mnt")
+
+	out := n.shOK(t, "mount ~/mnt")
+	t.Cleanup(func() { killServing(t, n.bin) })
+	require.NotContains(t, out, "error")
+	require.Contains(t, n.mountinfo(t, mp), fmt.Sprintf("user_id=%d,", nobodyID))
+	require.Equal(t, "x\n", n.shOK(t, "set -e; mkdir mnt/t; echo x >> mnt/t/0/append; cat mnt/t/0/offset/0"))
+
+	n.shOK(t, "umount ~/mnt")
+	require.False(t, n.mounted(t, mp))
+	deadline := time.Now().Add(time.Minute)
+	for !fileExists(filepath.Join(data, ".kafka_cleanshutdown")) {
+		require.True(t, time.Now().Before(deadline), "the helper's mount did not close the log cleanly within a minute of umount")
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// setFstab writes what mount(8) reads as /etc/fstab in a namespace made
+// with nonrootOptions.fstab.
+func (n *nonroot) setFstab(t *testing.T, lines string) {
+	t.Helper()
+	// The file is on the namespace's own tmpfs, over n.dir/dev.
+	out, err := exec.Command(n.tools["nsenter"], "--target", strconv.Itoa(n.holder.Process.Pid), "--mount", "--",
+		n.tools["sh"], "-c", `printf %s "$1" > "$0"`, filepath.Join(n.dir, "dev", "fstab"), lines).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}
+
+// killServing kills what is left of the processes running bin, a binary
+// of the test's own: the mount helper started one in the background.
+func killServing(t *testing.T, bin string) {
+	t.Helper()
+	exes, _ := filepath.Glob("/proc/[0-9]*/exe")
+	for _, exe := range exes {
+		if target, err := os.Readlink(exe); err != nil || target != bin {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(exe))); err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }
