@@ -95,6 +95,7 @@ func sharedBin(t *testing.T, prefix string) (dir, bin string) {
 	require.NoError(t, os.Chmod(dir, 0o755))
 	bin = filepath.Join(dir, "logfs")
 	copyFile(t, logfsBin, bin, 0o755)
+	require.NoError(t, os.Chmod(bin, 0o755)) // whatever the umask took away
 	return dir, bin
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,7 +95,8 @@ func newNonroot(t *testing.T, o nonrootOptions) *nonroot {
 
 	dir, bin := sharedBin(t, "logfs-nonroot-")
 	n := &nonroot{dir: dir, bin: bin, home: filepath.Join(dir, "home"), tools: tools}
-	require.NoError(t, os.Mkdir(n.home, 0o755))
+	require.NoError(t, os.Mkdir(n.home, 0))
+	require.NoError(t, os.Chmod(n.home, 0o755)) // not the umask's: others go through it
 	require.NoError(t, os.Chown(n.home, nobodyID, nobodyID))
 	devDir := filepath.Join(dir, "dev")
 	require.NoError(t, os.Mkdir(devDir, 0o755))
@@ -103,6 +105,7 @@ func newNonroot(t *testing.T, o nonrootOptions) *nonroot {
 	// from this process: it ends when the test closes the pipe, or when
 	// the test binary dies.
 	script := `set -e
+umask 022 # what it makes is as on a machine set up as usual
 # The namespace starts with a copy of every mount outside, FUSE mounts of
 # other tests (other packages' run beside) among them. A copy holds its
 # mount's connection open: that test's server would go on serving after
@@ -209,10 +212,11 @@ func (n *nonroot) command(wd, path, name string, args ...string) *exec.Cmd {
 func (n *nonroot) commandAs(id int, wd, path, name string, args ...string) *exec.Cmd {
 	// nsenter, setpriv and sh exec, so the command's pid is name's own.
 	// (Not nsenter --wd: it opens the folder before it enters the
-	// namespace, where the mounts made in the namespace are not.)
+	// namespace, where the mounts made in the namespace are not.) The
+	// umask is a newcomer's, not whatever the test runs with.
 	cmd := exec.Command(n.tools["nsenter"], append([]string{"--target", strconv.Itoa(n.holder.Process.Pid), "--mount", "--",
 		n.tools["setpriv"], "--reuid=" + strconv.Itoa(id), "--regid=" + strconv.Itoa(id), "--clear-groups", "--",
-		n.tools["sh"], "-c", `cd "$0" && exec "$@"`, wd, name}, args...)...)
+		n.tools["sh"], "-c", `umask 022 && cd "$0" && exec "$@"`, wd, name}, args...)...)
 	cmd.Env = []string{"PATH=" + path, "LC_ALL=C", "HOME=" + n.home, "LOGFS_PROGRESS_INTERVAL=1h"}
 	return cmd
 }
@@ -495,6 +499,7 @@ func TestNonrootDataDirectoryNotTheirs(t *testing.T) {
 	require.NoError(t, os.Mkdir(data, 0o755))
 	ok(t, n.dir, "", "topic", "create", "--data", data, "orders")
 	ok(t, n.dir, "a\nb\n", "produce", "--data", data, "orders")
+	readableByAll(t, roots)
 	segment := filepath.Join(data, "orders-0", "00000000000000000000.log")
 	mp := filepath.Join(n.home, "mnt")
 
@@ -529,6 +534,21 @@ func TestNonrootDataDirectoryNotTheirs(t *testing.T) {
 	}
 }
 
+// readableByAll makes what is under dir readable by all, folders 0755 and
+// files 0644, as under a umask of 022 (the test's may be stricter).
+func readableByAll(t *testing.T, dir string) {
+	t.Helper()
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d iofs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.Chmod(p, 0o755)
+		}
+		return os.Chmod(p, 0o644)
+	}))
+}
+
 // chmodFor changes the mode of p until t ends.
 func chmodFor(t *testing.T, p string, mode os.FileMode) {
 	t.Helper()
@@ -547,6 +567,7 @@ func TestNonrootReadOnlyRootData(t *testing.T) {
 	require.NoError(t, os.Mkdir(data, 0o755))
 	ok(t, n.dir, "", "topic", "create", "--data", data, "orders")
 	ok(t, n.dir, "a\nb\n", "produce", "--data", data, "orders")
+	readableByAll(t, data)
 	before := snapshot(t, data)
 	mp := filepath.Join(n.home, "mnt")
 	m := n.mount(t, mp, "--read-only", "--data", data)
