@@ -694,6 +694,17 @@ func TestNonrootAllowOther(t *testing.T) {
 	require.NoError(t, m.cmd.Process.Signal(syscall.SIGINT))
 	require.Equal(t, 0, m.wait(t), m.stderr())
 	require.False(t, n.mounted(t, mp))
+
+	// A fuse.conf only root may read: fusermount3 reads it as the user,
+	// so it allows no allow_other, and logfs says why in one line, before
+	// anything is created, rather than that the line is missing.
+	chmod, err := exec.Command(n.tools["nsenter"], "--target", strconv.Itoa(n.holder.Process.Pid), "--mount", "--",
+		"chmod", "0600", filepath.Join(n.dir, "dev", "fuse.conf")).CombinedOutput()
+	require.NoError(t, err, "%s", chmod)
+	args := []string{"mount", "--data", "data2", "--allow-other", mp}
+	r := n.logfs(t, args...)
+	requireOneLineError(t, r, exitFailure, "allow_other needs the line user_allow_other in "+fuseenv.ConfFile+", which you may not read, nor may fusermount3, which reads it as you: ask an administrator to chmod 0644 "+fuseenv.ConfFile, args...)
+	require.NoDirExists(t, filepath.Join(n.home, "data2"))
 }
 
 // TestNonrootMountThroughALink: a mount point named through a symbolic

@@ -74,8 +74,13 @@ func Check(allowOther bool) error {
 		return fmt.Errorf("cannot open %s: %v (is the fuse kernel module loaded?)", Device, unwrapPath(err))
 	}
 	f.Close()
-	if allowOther && !root && !userAllowOther() {
-		return fmt.Errorf("allow_other needs the line user_allow_other in %s when not mounting as root (or leave out allow_other: only you will see the files)", ConfFile)
+	if allowOther && !root {
+		switch userAllowOther() {
+		case allowOtherUnreadable:
+			return fmt.Errorf("allow_other needs the line user_allow_other in %s, which you may not read, nor may fusermount3, which reads it as you: ask an administrator to chmod 0644 %s (or leave out allow_other: only you will see the files)", ConfFile, ConfFile)
+		case allowOtherNo:
+			return fmt.Errorf("allow_other needs the line user_allow_other in %s when not mounting as root (or leave out allow_other: only you will see the files)", ConfFile)
+		}
 	}
 	return nil
 }
@@ -147,12 +152,24 @@ func groupName(gid uint32) string {
 	return strconv.Itoa(int(gid))
 }
 
-// userAllowOther reports whether fusermount3's configuration has
-// user_allow_other on a line of its own (comments start with #).
-func userAllowOther() bool {
+// allowOtherWord is what fusermount3's configuration says of
+// user_allow_other, as far as this user can tell.
+type allowOtherWord int
+
+const (
+	allowOtherNo         allowOtherWord = iota // no such line, or no file
+	allowOtherYes                              // user_allow_other on a line of its own
+	allowOtherUnreadable                       // a file this user may not read, nor fusermount3 for them
+)
+
+// userAllowOther reads fusermount3's configuration for user_allow_other
+// on a line of its own (comments start with #, as for fusermount3).
+func userAllowOther() allowOtherWord {
 	f, err := os.Open(ConfFile)
-	if err != nil {
-		return false
+	if errors.Is(err, os.ErrPermission) {
+		return allowOtherUnreadable
+	} else if err != nil {
+		return allowOtherNo
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -162,10 +179,10 @@ func userAllowOther() bool {
 			line = line[:i]
 		}
 		if strings.TrimSpace(line) == "user_allow_other" {
-			return true
+			return allowOtherYes
 		}
 	}
-	return false
+	return allowOtherNo
 }
 
 // unwrapPath drops the "open /dev/fuse:" prefix of a *PathError.

@@ -37,18 +37,18 @@ func TestUserAllowOther(t *testing.T) {
 	saved := ConfFile
 	t.Cleanup(func() { ConfFile = saved })
 	ConfFile = filepath.Join(t.TempDir(), "fuse.conf")
-	for conf, want := range map[string]bool{
-		"":                                   false,
-		"#user_allow_other\n":                false,
-		"# comment\n  user_allow_other  \n":  true,
-		"mount_max = 10\nuser_allow_other\n": true,
-		"user_allow_other # trailing note\n": true,
-		"user_allow_others\n":                false,
-		"allow_other\n":                      false,
+	for conf, want := range map[string]allowOtherWord{
+		"":                                   allowOtherNo,
+		"#user_allow_other\n":                allowOtherNo,
+		"# comment\n  user_allow_other  \n":  allowOtherYes,
+		"mount_max = 10\nuser_allow_other\n": allowOtherYes,
+		"user_allow_other # trailing note\n": allowOtherYes,
+		"user_allow_others\n":                allowOtherNo,
+		"allow_other\n":                      allowOtherNo,
 	} {
 		require.NoError(t, os.WriteFile(ConfFile, []byte(conf), 0o644))
 		require.Equal(t, want, userAllowOther(), "%q", conf)
 	}
 	require.NoError(t, os.Remove(ConfFile))
-	require.False(t, userAllowOther(), "no file")
+	require.Equal(t, allowOtherNo, userAllowOther(), "no file")
 }
