@@ -256,7 +256,10 @@ func (s *Server) Appending() int64 { return s.fsys.releasing.Load() }
 // GiveUp makes the appends of unfinished lines under way fail at once,
 // for a stopping mount that should not wait for a cluster that does not
 // answer: each line lost is logged as an error (one already sent may
-// still be appended). Lines closed later are appended as before.
+// still be appended). While the mount still serves (an unmount that
+// fails as busy), lines closed later are appended as before; once its
+// connection is gone, giving up is final: the lines the shutdown has yet
+// to append (those whose RELEASE never came) fail at once too.
 func (s *Server) GiveUp() { s.fsys.giveUpReleases() }
 
 // Mountpoint returns the absolute path the log is mounted on.
@@ -703,10 +706,12 @@ type logFS struct {
 	// appendHandle.Release); Server.GiveUp ends it, for the appends under
 	// way, and puts a new one in its place. releasing counts the appends
 	// of unfinished lines under way; releases, the RELEASE appends to a
-	// cluster running on goroutines of their own.
+	// cluster running on goroutines of their own. Once stopped (the
+	// connection is gone), a give-up leaves releaseCtx ended.
 	releaseMu  sync.Mutex
 	releaseCtx context.Context         // GUARDED_BY(releaseMu)
 	giveUp     context.CancelCauseFunc // GUARDED_BY(releaseMu)
+	stopped    bool                    // GUARDED_BY(releaseMu)
 	releasing  atomic.Int64
 	releases   sync.WaitGroup
 }
@@ -751,13 +756,18 @@ func (f *logFS) releaseContext() context.Context {
 	return f.releaseCtx
 }
 
-// giveUpReleases ends the appends of unfinished lines under way; those
-// that start later run under a new context.
+// giveUpReleases ends the appends of unfinished lines under way; while
+// the mount serves, those that start later run under a new context.
+// Once it stopped, they fail too: the shutdown appends the lines left one
+// after the other, and each would otherwise wait out a cluster that does
+// not answer, to be given up in turn.
 func (f *logFS) giveUpReleases() {
 	f.releaseMu.Lock()
 	defer f.releaseMu.Unlock()
 	f.giveUp(errGaveUp)
-	f.releaseCtx, f.giveUp = context.WithCancelCause(context.Background())
+	if !f.stopped {
+		f.releaseCtx, f.giveUp = context.WithCancelCause(context.Background())
+	}
 }
 
 // errGaveUp is why the appends of unfinished lines end when a stopping
@@ -792,6 +802,10 @@ func (f *logFS) shutdown() {
 	// umount just after a close). Their write(2) returned, so they are
 	// appended now, as RELEASE would have; nothing is served any more.
 	// First the RELEASEs that came, whose appends to a cluster run on.
+	// From here on a give-up is final (see giveUpReleases).
+	f.releaseMu.Lock()
+	f.stopped = true
+	f.releaseMu.Unlock()
 	f.releases.Wait()
 	f.unfinishedMu.Lock()
 	left := make([]*appendHandle, 0, len(f.unfinished))
