@@ -8,9 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -131,6 +133,7 @@ func clusterPartition(cmd *cobra.Command, c clusterArgs, dir, topic string, id i
 		}
 		tempCopies.Store(tmp, struct{}{})
 		dir, c.dataSet = tmp, true
+		defer quitOnSignal(cmd)()
 	}
 	removeTemp := func() {
 		if tmp != "" {
@@ -168,6 +171,41 @@ func removeTempCopies() {
 		os.RemoveAll(dir.(string))
 		return true
 	})
+}
+
+// quitOnSignal makes Ctrl-C or SIGTERM end the command at once while a
+// temporary copy is made and the cluster opened (up to 15 s for a first
+// contact that gets no answer): nothing is on its way yet, and the
+// signal's default action would leave the copy behind. The returned func
+// stops it; a command that handles signals itself installs its handler
+// first, so that a signal at the handover reaches one of them.
+func quitOnSignal(cmd *cobra.Command) (stop func()) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sig:
+			quit(cmd.ErrOrStderr(), s, cmd.CommandPath()+": interrupted while opening the cluster; nothing was appended or read")
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(sig)
+		close(done)
+	}
+}
+
+// quit removes the temporary copies, says why it quits, and exits with
+// the status of a process that signal s ended.
+func quit(stderr io.Writer, s os.Signal, why string) {
+	removeTempCopies()
+	fmt.Fprintln(stderr, why)
+	code := 128 + int(syscall.SIGTERM)
+	if n, ok := s.(syscall.Signal); ok {
+		code = 128 + int(n)
+	}
+	os.Exit(code)
 }
 
 // consumeCluster is consume of a cluster's partition: the bytes of the

@@ -74,9 +74,22 @@ it stays.`,
 			var p *storage.Partition
 			var send func([]storage.Record) (int, record.Offset, error)
 			closeLog := closeLog
+			// Ctrl-C ends ctx (see secondSignalQuits). To a cluster it is
+			// caught from before the cluster is opened: clusterPartition
+			// quits at a signal until it returns, and one that comes as it
+			// lets go is caught here.
+			var ctx context.Context
+			stop := func() {}
+			interruptible := func() {
+				if ctx == nil {
+					ctx, stop = signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+				}
+			}
+			defer func() { stop() }()
 			if cl.enabled() {
 				cl.dataSet = cmd.Flags().Changed("data")
 				var kc *kafka.Cluster
+				interruptible()
 				if kc, p, closeLog, err = clusterPartition(cmd, cl, dir, topic, id, logger); err != nil {
 					return err
 				}
@@ -89,7 +102,7 @@ it stays.`,
 			}
 			var sum produceSummary
 			if err == nil {
-				ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+				interruptible()
 				finished := make(chan struct{})
 				go secondSignalQuits(ctx, stop, finished, cmd.ErrOrStderr())
 				in := cmd.InOrStdin()
@@ -141,9 +154,7 @@ func secondSignalQuits(ctx context.Context, stop context.CancelFunc, finished <-
 		case <-said:
 			fmt.Fprintln(stderr, "logfs produce: interrupted; waiting for the records on their way to be acknowledged (Ctrl-C again quits at once: they may still be appended)")
 		case s := <-sig:
-			removeTempCopies()
-			fmt.Fprintln(stderr, "logfs produce: interrupted again; quitting: the records on their way may still be appended")
-			os.Exit(128 + int(s.(syscall.Signal)))
+			quit(stderr, s, "logfs produce: interrupted again; quitting: the records on their way may still be appended")
 		case <-finished:
 			return
 		}
