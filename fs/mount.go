@@ -279,7 +279,10 @@ func (s *Server) Wait() { <-s.done }
 // is now, and whatever was mounted at the old path since is left alone;
 // bind mounts of it go too, or the mount would not end.
 // A mount detached by `umount -l` has nothing left to unmount: that is
-// ErrDetached, and Wait returns once its last open file is closed.
+// ErrDetached, and Wait returns once its last open file is closed. One
+// whose connection was aborted (umount -f of a busy mount) is over:
+// Unmount waits for its shutdown and returns nil, and Attached says where
+// it is left, dead.
 func (s *Server) Unmount() error {
 	select {
 	case <-s.served:
@@ -302,6 +305,18 @@ func (s *Server) Unmount() error {
 			return nil
 		default:
 			return ErrDetached
+		}
+	}
+	for _, p := range points {
+		if s.dev != "" && statfsFails(p, syscall.ENOTCONN) {
+			// The connection is gone (umount -f of a busy mount, an
+			// abort), though go-fuse may not have seen it yet: the
+			// mount is dead, and stays attached while it is busy, which
+			// no unmount changes. A device number is held by one mount
+			// while it is attached, so a dead one of ours is this one.
+			// It is over once its shutdown is; Attached names it.
+			<-s.done
+			return nil
 		}
 	}
 	// go-fuse's own unmount, of the path it mounted, waits for the mount

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,4 +123,72 @@ func TestReleaseOnFullDisk(t *testing.T) {
 	errs := logged.String()
 	require.Equal(t, 1, strings.Count(errs, "level=ERROR"), errs)
 	require.Regexp(t, `level=ERROR msg="logfs: the unterminated last line of an append file was not appended" path=t/0/append bytes=12288 err=.*no space left on device`, errs)
+}
+
+// stubbornCluster is a gatedCluster whose appends wait at gate whatever
+// their context says: a FUSE request stuck in the mount's code, which
+// holds go-fuse's loop, and so the mount's own notice that its connection
+// ended.
+type stubbornCluster struct {
+	*gatedCluster
+	got chan struct{} // closed when the first append waits
+}
+
+func (c *stubbornCluster) Produce(ctx context.Context, p *storage.Partition, recs []storage.Record) (int, error) {
+	select {
+	case <-c.got:
+	default:
+		close(c.got)
+	}
+	<-c.gate
+	return c.gatedCluster.Produce(context.Background(), p, recs)
+}
+
+// TestUnmountAfterAbort: umount -f of a busy mount aborts its connection
+// and leaves it attached, dead. Unmount then must not report the mount
+// busy (it is over, and no unmount removes it while a file is open): it
+// waits for the mount's end and returns nil, and Attached names where it
+// is left. Here a write is still being served when the abort comes, so
+// go-fuse has not seen the connection end when Unmount is called.
+func TestUnmountAfterAbort(t *testing.T) {
+	fusetest.Require(t)
+	if os.Geteuid() != 0 {
+		t.Skip("umount -f needs root")
+	}
+	l, _ := newMountedPartition(t, "t")
+	c := &stubbornCluster{gatedCluster: &gatedCluster{l: l, gate: make(chan struct{})}, got: make(chan struct{})}
+	mp := t.TempDir()
+	srv, err := Mount(mp, l, Options{Logger: quietLogger(), Cluster: c})
+	require.NoError(t, err)
+	opened := false
+	t.Cleanup(func() {
+		if !opened {
+			close(c.gate)
+		}
+		srv.Wait()
+		fusetest.Unmount(mp, true)
+	})
+	f, err := os.OpenFile(filepath.Join(mp, "t", "0", "append"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	go f.WriteString("line\n") // ends with the abort
+	select {
+	case <-c.got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the write never reached the cluster")
+	}
+	require.ErrorIs(t, syscall.Unmount(mp, syscall.MNT_FORCE), syscall.EBUSY)
+
+	unmounted := make(chan error, 1)
+	go func() { unmounted <- srv.Unmount() }()
+	select {
+	case err := <-unmounted:
+		require.NoError(t, err, "Unmount of an aborted mount, before its end")
+		t.Fatal("Unmount returned before the mount ended")
+	case <-time.After(2 * time.Second): // time for Unmount to fail, were it to
+	}
+	close(c.gate)
+	opened = true
+	require.NoError(t, <-unmounted)
+	require.Equal(t, []string{mp}, srv.Attached())
 }
