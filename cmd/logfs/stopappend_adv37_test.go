@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/logfs/logfs/internal/fusetest"
@@ -64,4 +68,44 @@ func TestStopGivesUpManyUnfinishedLines(t *testing.T) {
 			require.Contains(t, errs, "copy closed cleanly")
 		})
 	}
+}
+
+// TestStopWaitsForSlowCluster: the cluster answers the unfinished line's
+// append, only late: the stop says what it waits for, then ends once the
+// answer comes, with no error, and the line is in the cluster once.
+func TestStopWaitsForSlowCluster(t *testing.T) {
+	c, _ := gatedKfake(t)
+	dir := t.TempDir()
+	mp := filepath.Join(dir, "mnt")
+	m := startMount(t, dir, mp, "--data", "copy", "--bootstrap-server", strings.Join(c.ListenAddrs(), ","))
+	f, err := os.OpenFile(filepath.Join(mp, "t", "0", "append"), os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("first\nlate")
+	require.NoError(t, err)
+	late := make(chan struct{})
+	var lateOnce sync.Once
+	t.Cleanup(func() { lateOnce.Do(func() { close(late) }) })
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		<-late // this one only: the others go on
+		return nil, nil, false
+	})
+	require.NoError(t, f.Close())
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
+	waitText(t, m.stderr, "Ctrl-C again gives it up")
+	lateOnce.Do(func() { close(late) })
+	require.Equal(t, 0, m.wait(t), m.stderr())
+	require.NotContains(t, m.stderr(), "level=ERROR")
+	require.Contains(t, m.stderr(), "logfs mount: unmounted "+mp+"; copy closed cleanly")
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"t": {0: kgo.NewOffset().AtStart()}}))
+	require.NoError(t, err)
+	defer cl.Close()
+	var got []string
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for len(got) < 2 && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	require.Equal(t, []string{"first", "late"}, got)
 }
