@@ -397,11 +397,17 @@ func (h *appendHandle) release(invalidate bool) {
 		return
 	}
 	f := h.n.ps.f
+	// The context first, then the count: a give-up that Appending counted
+	// this append for ends the context it runs under.
+	ctx := f.releaseContext()
 	f.releasing.Add(1)
 	defer f.releasing.Add(-1)
+	if releaseHook != nil {
+		releaseHook()
+	}
 	r, skip, err := h.record(h.partial, h.config())
 	if err == nil && !skip {
-		if _, err = h.n.ps.appendRecords(f.releaseContext(), []storage.Record{r}); err == nil && invalidate {
+		if _, err = h.n.ps.appendRecords(ctx, []storage.Record{r}); err == nil && invalidate {
 			h.n.ps.invalidate()
 		}
 	}
@@ -414,6 +420,10 @@ func (h *appendHandle) release(invalidate bool) {
 		f.log.Error("logfs: the unterminated last line of an append file was not appended", "path", h.n.name(), "bytes", lost, "err", err)
 	}
 }
+
+// releaseHook, when set (by a test), is called by release once the append
+// is counted in logFS.releasing.
+var releaseHook func()
 
 // PartialBudget bounds the bytes of unfinished lines (written without
 // their newline yet) that all the append files of a mount hold together,

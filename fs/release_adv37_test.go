@@ -192,3 +192,41 @@ func TestUnmountAfterAbort(t *testing.T) {
 	require.NoError(t, <-unmounted)
 	require.Equal(t, []string{mp}, srv.Attached())
 }
+
+// TestGiveUpCountedRelease: a stopping mount gives up the appends that
+// Appending counts. One counted the moment before it takes the context it
+// appends under must be given up too: not left to wait out a cluster
+// that never answers under the fresh context the give-up puts in place.
+func TestGiveUpCountedRelease(t *testing.T) {
+	l, p := newMountedPartition(t, "t")
+	c := &gatedCluster{l: l, gate: make(chan struct{})} // never answers
+	f := newLogFS(l, Options{Logger: quietLogger(), Cluster: c}.withDefaults(l))
+	t.Cleanup(f.shutdown)
+	h := &appendHandle{n: &appendNode{ps: f.partition(p)}}
+	_, errno := h.Write(context.Background(), []byte("line"), 0)
+	require.Zero(t, errno)
+
+	counted, proceed := make(chan struct{}), make(chan struct{})
+	releaseHook = func() {
+		close(counted)
+		<-proceed
+	}
+	t.Cleanup(func() { releaseHook = nil })
+	done := make(chan struct{})
+	go func() {
+		h.release(true)
+		close(done)
+	}()
+	<-counted
+	require.EqualValues(t, 1, f.releasing.Load())
+	f.giveUpReleases() // as Server.GiveUp does once Appending says 1
+	close(proceed)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		close(c.gate)
+		<-done
+		t.Fatal("the counted release was not given up")
+	}
+	require.Empty(t, values(t, p))
+}
