@@ -295,6 +295,11 @@ func waitAnswer(ctx context.Context, b *batch) error {
 	case <-b.done:
 		return nil
 	case <-ctx.Done():
+		select {
+		case <-b.done: // answered too: the select above picks either
+			return nil
+		default:
+		}
 		if cause := context.Cause(ctx); errors.Is(cause, storage.ErrClosed) {
 			return cause
 		}
