@@ -133,7 +133,6 @@ func clusterPartition(cmd *cobra.Command, c clusterArgs, dir, topic string, id i
 		}
 		tempCopies.Store(tmp, struct{}{})
 		dir, c.dataSet = tmp, true
-		defer quitOnSignal(cmd)()
 	}
 	removeTemp := func() {
 		if tmp != "" {
@@ -173,26 +172,31 @@ func removeTempCopies() {
 	})
 }
 
-// quitOnSignal makes Ctrl-C or SIGTERM end the command at once while a
-// temporary copy is made and the cluster opened (up to 15 s for a first
-// contact that gets no answer): nothing is on its way yet, and the
-// signal's default action would leave the copy behind. The returned func
-// stops it; a command that handles signals itself installs its handler
-// first, so that a signal at the handover reaches one of them.
-func quitOnSignal(cmd *cobra.Command) (stop func()) {
+// quitOnSignal makes Ctrl-C or SIGTERM end the command at once, saying
+// why after its name, until the returned func is called: while
+// clusterPartition makes a temporary copy and opens the cluster (up to
+// 15 s for a first contact that gets no answer), and while consume
+// fetches into it what it prints. The signal's default action would leave
+// the copy behind. A command that handles signals itself afterwards
+// installs its handler first, so that a signal at the handover reaches
+// one of them.
+func quitOnSignal(cmd *cobra.Command, why string) (stop func()) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() {
 		select {
 		case s := <-sig:
-			quit(cmd.ErrOrStderr(), s, cmd.CommandPath()+": interrupted while opening the cluster; nothing was appended or read")
+			quit(cmd.ErrOrStderr(), s, cmd.CommandPath()+": "+why)
 		case <-done:
 		}
 	}()
+	var once sync.Once
 	return func() {
-		signal.Stop(sig)
-		close(done)
+		once.Do(func() {
+			signal.Stop(sig)
+			close(done)
+		})
 	}
 }
 
@@ -213,9 +217,16 @@ func quit(stderr io.Writer, s os.Signal, why string) {
 // then with --follow what the copy gains as it follows the cluster.
 func consumeCluster(ctx context.Context, cmd *cobra.Command, out *bufio.Writer, c consumeArgs) error {
 	logger := newLogger(cmd.ErrOrStderr(), slog.LevelWarn, c.debug, false)
+	// Ctrl-C quits at once, the copy removed: with --follow only while
+	// the cluster is opened, as it then ends ctx.
+	stop := quitOnSignal(cmd, "interrupted")
+	defer stop()
 	kc, p, closeAll, err := clusterPartition(cmd, c.cluster, c.dir, c.topic, c.partition, logger)
 	if err != nil {
 		return err
+	}
+	if c.follow {
+		stop()
 	}
 	return closeAll(nil, printCluster(ctx, out, kc, p, c))
 }

@@ -75,9 +75,9 @@ it stays.`,
 			var send func([]storage.Record) (int, record.Offset, error)
 			closeLog := closeLog
 			// Ctrl-C ends ctx (see secondSignalQuits). To a cluster it is
-			// caught from before the cluster is opened: clusterPartition
-			// quits at a signal until it returns, and one that comes as it
-			// lets go is caught here.
+			// caught from before the cluster is opened, which a signal
+			// quits (nothing is on its way yet), so that one that comes as
+			// that lets go is caught here.
 			var ctx context.Context
 			stop := func() {}
 			interruptible := func() {
@@ -90,7 +90,10 @@ it stays.`,
 				cl.dataSet = cmd.Flags().Changed("data")
 				var kc *kafka.Cluster
 				interruptible()
-				if kc, p, closeLog, err = clusterPartition(cmd, cl, dir, topic, id, logger); err != nil {
+				stopQuit := quitOnSignal(cmd, "interrupted while opening the cluster; nothing was appended")
+				kc, p, closeLog, err = clusterPartition(cmd, cl, dir, topic, id, logger)
+				stopQuit()
+				if err != nil {
 					return err
 				}
 				send = func(recs []storage.Record) (int, record.Offset, error) { return kc.ProduceAt(cmd.Context(), p, recs) }
