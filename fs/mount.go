@@ -308,12 +308,13 @@ func (s *Server) Unmount() error {
 		}
 	}
 	for _, p := range points {
-		if s.dev != "" && statfsFails(p, syscall.ENOTCONN) {
+		if s.dev != "" && mountDevice(p) == s.dev && statfsFails(p, syscall.ENOTCONN) {
 			// The connection is gone (umount -f of a busy mount, an
 			// abort), though go-fuse may not have seen it yet: the
 			// mount is dead, and stays attached while it is busy, which
 			// no unmount changes. A device number is held by one mount
 			// while it is attached, so a dead one of ours is this one.
+			// (statfs reaches the mount on top at p: it must be ours.)
 			// It is over once its shutdown is; Attached names it.
 			<-s.done
 			return nil

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/stretchr/testify/require"
 
 	"github.com/logfs/logfs/internal/fusetest"
@@ -229,4 +231,43 @@ func TestGiveUpCountedRelease(t *testing.T) {
 		t.Fatal("the counted release was not given up")
 	}
 	require.Empty(t, values(t, p))
+}
+
+// TestUnmountUnderDeadMount: another FUSE mount, stacked on the mount
+// point, died (aborted while busy). statfs of the mount point reaches that
+// one: Unmount must not take its ENOTCONN for the end of its own mount and
+// wait for an end that does not come. Whatever it answers, it returns.
+func TestUnmountUnderDeadMount(t *testing.T) {
+	fusetest.Require(t)
+	if os.Geteuid() != 0 {
+		t.Skip("umount -f needs root")
+	}
+	l, _ := newMountedPartition(t, "t")
+	mp := t.TempDir()
+	srv, err := Mount(mp, l, Options{Logger: quietLogger()})
+	require.NoError(t, err)
+	t.Cleanup(func() { unmountOrDetach(t, srv, mp) })
+	top, err := gofs.Mount(mp, &gofs.Inode{}, &gofs.Options{MountOptions: fuse.MountOptions{DirectMount: true, Name: "other"}})
+	require.NoError(t, err)
+	d, err := os.Open(mp) // the other mount's root: busy
+	require.NoError(t, err)
+	require.ErrorIs(t, syscall.Unmount(mp, syscall.MNT_FORCE), syscall.EBUSY)
+	var st syscall.Statfs_t
+	require.ErrorIs(t, syscall.Statfs(mp, &st), syscall.ENOTCONN, "the mount on top is dead")
+	top.Wait()
+
+	unmounted := make(chan error, 1)
+	go func() { unmounted <- srv.Unmount() }()
+	select {
+	case err := <-unmounted:
+		t.Logf("Unmount under a dead mount: %v", err)
+	case <-time.After(30 * time.Second):
+		d.Close()
+		syscall.Unmount(mp, syscall.MNT_DETACH) // the dead one on top
+		syscall.Unmount(mp, 0)                  // ours, which Unmount waits for
+		<-unmounted
+		t.Fatal("Unmount waited for its mount's end under a dead mount on top")
+	}
+	d.Close()
+	require.NoError(t, syscall.Unmount(mp, 0)) // the dead one on top
 }
