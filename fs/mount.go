@@ -307,14 +307,27 @@ func (s *Server) Unmount() error {
 			return ErrDetached
 		}
 	}
+	if s.dev != "" {
+		// An unmount by path takes the mount on top there, and statfs
+		// reaches it: another program's, stacked on ours, would be
+		// unmounted in its place, and ours waited for in vain.
+		tops, err := topDevices()
+		if err != nil {
+			return fmt.Errorf("logfs: unmount %s: %w", s.mountpoint, err)
+		}
+		for _, p := range points {
+			if tops[p] != s.dev {
+				return fmt.Errorf("logfs: unmount %s: another mount is on top of it there; unmount that first (%w)", p, syscall.EBUSY)
+			}
+		}
+	}
 	for _, p := range points {
-		if s.dev != "" && mountDevice(p) == s.dev && statfsFails(p, syscall.ENOTCONN) {
+		if s.dev != "" && statfsFails(p, syscall.ENOTCONN) {
 			// The connection is gone (umount -f of a busy mount, an
 			// abort), though go-fuse may not have seen it yet: the
 			// mount is dead, and stays attached while it is busy, which
 			// no unmount changes. A device number is held by one mount
 			// while it is attached, so a dead one of ours is this one.
-			// (statfs reaches the mount on top at p: it must be ours.)
 			// It is over once its shutdown is; Attached names it.
 			<-s.done
 			return nil
@@ -455,6 +468,21 @@ func mountDevice(mp string) string {
 		}
 	}
 	return dev
+}
+
+// topDevices returns the device of the mount on top at each mount point
+// (as mountinfo names them: real paths, not resolved again, which would
+// ask the mounts there).
+func topDevices() (map[string]string, error) {
+	mounts, err := readMountinfo()
+	if err != nil {
+		return nil, err
+	}
+	tops := make(map[string]string, len(mounts))
+	for _, m := range mounts {
+		tops[m.point] = m.dev // later lines are mounted on top of earlier ones
+	}
+	return tops, nil
 }
 
 // mountPoints returns where the mount of device dev is attached in this

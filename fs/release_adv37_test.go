@@ -271,3 +271,35 @@ func TestUnmountUnderDeadMount(t *testing.T) {
 	d.Close()
 	require.NoError(t, syscall.Unmount(mp, 0)) // the dead one on top
 }
+
+// TestUnmountUnderLiveMount: another FUSE mount is stacked on the mount
+// point. An unmount by that path would take the one on top, another
+// program's, and then wait for its own mount's end, which does not come.
+// Unmount must leave the other mount alone and say why it cannot unmount.
+func TestUnmountUnderLiveMount(t *testing.T) {
+	fusetest.Require(t)
+	l, _ := newMountedPartition(t, "t")
+	mp := t.TempDir()
+	srv, err := Mount(mp, l, Options{Logger: quietLogger()})
+	require.NoError(t, err)
+	t.Cleanup(func() { unmountOrDetach(t, srv, mp) })
+	top, err := gofs.Mount(mp, &gofs.Inode{}, &gofs.Options{MountOptions: fuse.MountOptions{DirectMount: true, Name: "other"}})
+	require.NoError(t, err)
+	topDev := mountDevice(mp)
+	require.NotEqual(t, srv.dev, topDev)
+
+	unmounted := make(chan error, 1)
+	go func() { unmounted <- srv.Unmount() }()
+	select {
+	case err := <-unmounted:
+		require.Error(t, err, "Unmount under another mount")
+		t.Logf("Unmount under a live mount: %v", err)
+	case <-time.After(30 * time.Second):
+		syscall.Unmount(mp, syscall.MNT_DETACH) // whatever is on top
+		syscall.Unmount(mp, 0)                  // ours, which Unmount waits for
+		<-unmounted
+		t.Fatal("Unmount waited for its mount's end")
+	}
+	require.Equal(t, topDev, mountDevice(mp), "the mount on top is still there")
+	require.NoError(t, top.Unmount())
+}
