@@ -56,7 +56,9 @@ func TestAdv32EvictedNamesStayRight(t *testing.T) {
 			require.EqualValues(t, len(want(i, false)), st.Size(), name)
 		}
 	}
-	require.LessOrEqual(t, srv.fsys.names.len(), 8+64, "names kept")
+	// The evictor runs on a goroutine of its own, woken by the lookups: on
+	// a busy machine it may not have run yet (CI once saw 137 names here).
+	eventually32(t, "the evictor to keep at most 8 names", func() bool { return srv.fsys.names.len() <= 8 })
 	adv32Append(t, p, "more")
 	vs = append(vs, "more")
 	for i, f := range open {
