@@ -34,21 +34,18 @@ func (m *mountProc) stderr() string {
 	return m.errs.String()
 }
 
-// startMount runs `logfs mount ARGS… MOUNTPOINT` in dir and waits for its
-// ready line. The mount is taken down when the test ends, whatever happens.
-func startMount(t *testing.T, dir, mountpoint string, args ...string) *mountProc {
+// start starts m.cmd and collects its stderr; the channel it returns is
+// closed at the ready line.
+func (m *mountProc) start(t *testing.T) <-chan struct{} {
 	t.Helper()
-	fusetest.Require(t)
-	m := &mountProc{mp: mountpoint, done: make(chan struct{})}
-	m.cmd = exec.Command(logfsBin, append(append([]string{"mount"}, args...), mountpoint)...)
-	m.cmd.Dir = dir
+	m.done = make(chan struct{})
 	pipe, err := m.cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, m.cmd.Start())
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(pipe)
-		once := sync.Once{}
+		var once sync.Once
 		for sc.Scan() {
 			m.mu.Lock()
 			m.errs.WriteString(sc.Text() + "\n")
@@ -61,18 +58,37 @@ func startMount(t *testing.T, dir, mountpoint string, args ...string) *mountProc
 		m.err = m.cmd.Wait()
 		close(m.done)
 	}()
+	return ready
+}
+
+// stop ends the mount process if it still runs: SIGTERM, then SIGKILL
+// after 30 s.
+func (m *mountProc) stop() {
+	select {
+	case <-m.done:
+		return
+	default:
+	}
+	m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.done:
+	case <-time.After(30 * time.Second):
+		m.cmd.Process.Kill()
+		<-m.done
+	}
+}
+
+// startMount runs `logfs mount ARGS… MOUNTPOINT` in dir and waits for its
+// ready line. The mount is taken down when the test ends, whatever happens.
+func startMount(t *testing.T, dir, mountpoint string, args ...string) *mountProc {
+	t.Helper()
+	fusetest.Require(t)
+	m := &mountProc{mp: mountpoint}
+	m.cmd = exec.Command(logfsBin, append(append([]string{"mount"}, args...), mountpoint)...)
+	m.cmd.Dir = dir
+	ready := m.start(t)
 	t.Cleanup(func() {
-		select {
-		case <-m.done:
-		default:
-			m.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-m.done:
-			case <-time.After(10 * time.Second):
-				m.cmd.Process.Kill()
-				<-m.done
-			}
-		}
+		m.stop()
 		if mounted(mountpoint) {
 			fusetest.Unmount(mountpoint, true)
 		}

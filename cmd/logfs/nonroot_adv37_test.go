@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -295,39 +294,11 @@ func (n *nonroot) mount(t *testing.T, mp string, args ...string) *mountProc {
 // mountWithPath is mount with the environment's PATH set to path.
 func (n *nonroot) mountWithPath(t *testing.T, path, mp string, args ...string) *mountProc {
 	t.Helper()
-	m := &mountProc{mp: mp, done: make(chan struct{})}
+	m := &mountProc{mp: mp}
 	m.cmd = n.command(n.home, path, n.bin, append(append([]string{"mount"}, args...), mp)...)
-	pipe, err := m.cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, m.cmd.Start())
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		var once sync.Once
-		for sc.Scan() {
-			m.mu.Lock()
-			m.errs.WriteString(sc.Text() + "\n")
-			m.mu.Unlock()
-			if strings.Contains(sc.Text(), "ready:") {
-				once.Do(func() { close(ready) })
-			}
-		}
-		io.Copy(io.Discard, pipe)
-		m.err = m.cmd.Wait()
-		close(m.done)
-	}()
+	ready := m.start(t)
 	t.Cleanup(func() {
-		select {
-		case <-m.done:
-		default:
-			m.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-m.done:
-			case <-time.After(30 * time.Second):
-				m.cmd.Process.Kill()
-				<-m.done
-			}
-		}
+		m.stop()
 		if n.mounted(t, mp) {
 			exec.Command(n.tools["nsenter"], "--target", strconv.Itoa(n.holder.Process.Pid), "--mount", "--", n.tools["umount"], "--lazy", mp).Run()
 		}

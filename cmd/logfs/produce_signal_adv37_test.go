@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -32,44 +30,16 @@ func TestProduceInterruptedWhileOpening(t *testing.T) {
 		return nil, nil, false
 	})
 
-	cmd := exec.Command(logfsBin, "produce", "--bootstrap-server", strings.Join(c.ListenAddrs(), ","), "t", "0")
-	cmd.Dir = t.TempDir()
-	tmp := t.TempDir() // where the temporary copy goes
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	cmd.Stdin = strings.NewReader("never\n")
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	var waitErr error
-	exited := make(chan struct{})
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
-	select {
-	case <-held:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("produce never asked for metadata; stderr: %s", stderr.String())
-	}
-	left, err := os.ReadDir(tmp)
-	require.NoError(t, err)
-	require.Len(t, left, 1, "the temporary copy is made before the cluster is opened")
+	b := startBg(t, func(cmd *exec.Cmd) { cmd.Stdin = strings.NewReader("never\n") },
+		"produce", "--bootstrap-server", strings.Join(c.ListenAddrs(), ","), "t", "0")
+	b.waitFor(t, held, "produce never asked for metadata")
+	require.Len(t, b.tmpLeft(t), 1, "the temporary copy is made before the cluster is opened")
 
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("produce did not end at Ctrl-C; stderr: %s", stderr.String())
-	}
-	left, err = os.ReadDir(tmp)
-	require.NoError(t, err)
-	require.Empty(t, left, "the temporary copy is removed; stderr: %s", stderr.String())
-	require.Equal(t, 130, exitCode(t, waitErr), stderr.String())
-	require.Equal(t, "logfs produce: interrupted while opening the cluster; nothing was appended\n", stderr.String())
+	require.NoError(t, b.cmd.Process.Signal(syscall.SIGINT))
+	b.waitFor(t, b.exited, "produce did not end at Ctrl-C")
+	require.Empty(t, b.tmpLeft(t), "the temporary copy is removed; stderr: %s", b.stderr.String())
+	require.Equal(t, 130, exitCode(t, b.err), b.stderr.String())
+	require.Equal(t, "logfs produce: interrupted while opening the cluster; nothing was appended\n", b.stderr.String())
 }
 
 // TestConsumeInterruptedWhileFetching: Ctrl-C while consume (without
@@ -92,37 +62,11 @@ func TestConsumeInterruptedWhileFetching(t *testing.T) {
 		return nil, nil, false
 	})
 
-	cmd := exec.Command(logfsBin, "consume", "--bootstrap-server", strings.Join(c.ListenAddrs(), ","), "--offset", "0", "t", "0")
-	cmd.Dir = t.TempDir()
-	tmp := t.TempDir() // where the temporary copy goes
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	var waitErr error
-	exited := make(chan struct{})
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
-	select {
-	case <-held:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("consume never fetched; stderr: %s", stderr.String())
-	}
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("consume did not end at Ctrl-C; stderr: %s", stderr.String())
-	}
-	left, err := os.ReadDir(tmp)
-	require.NoError(t, err)
-	require.Empty(t, left, "the temporary copy is removed; stderr: %s", stderr.String())
-	require.Equal(t, 130, exitCode(t, waitErr), stderr.String())
-	require.Equal(t, "logfs consume: interrupted\n", stderr.String())
+	b := startBg(t, nil, "consume", "--bootstrap-server", strings.Join(c.ListenAddrs(), ","), "--offset", "0", "t", "0")
+	b.waitFor(t, held, "consume never fetched")
+	require.NoError(t, b.cmd.Process.Signal(syscall.SIGINT))
+	b.waitFor(t, b.exited, "consume did not end at Ctrl-C")
+	require.Empty(t, b.tmpLeft(t), "the temporary copy is removed; stderr: %s", b.stderr.String())
+	require.Equal(t, 130, exitCode(t, b.err), b.stderr.String())
+	require.Equal(t, "logfs consume: interrupted\n", b.stderr.String())
 }
