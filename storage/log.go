@@ -269,10 +269,17 @@ func (l *Log) open() error {
 	}
 	var parts []part
 	for _, e := range entries {
+		topic, id, ok := layout.ParsePartitionDirName(e.Name())
 		if !e.IsDir() {
+			if ok && files[topic].state == topicLive {
+				// A file where a partition's folder belongs: the
+				// partition is missing, as for Kafka, but named, as a
+				// link or FIFO there is (ReadDir leaves those out).
+				l.logger.Warn("left alone in the data directory: a file stands where logfs keeps a partition's folder; logfs takes the partition for missing",
+					"path", filepath.Join(l.dir, e.Name()))
+			}
 			continue
 		}
-		topic, id, ok := layout.ParsePartitionDirName(e.Name())
 		if !ok || files[topic].state != topicLive {
 			// "-delete", "-future" and "-stray" folders, anything else, and
 			// (read-only) a topic a crash left half created or deleted.
