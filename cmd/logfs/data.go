@@ -135,6 +135,9 @@ func checkDataDirExists(dir string) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("data directory %s does not exist (create a topic first, or give --data)", dir)
 	} else if err != nil {
+		if cerr := closedFolderError(dir); cerr != nil {
+			return cerr
+		}
 		return err
 	} else if !st.IsDir() {
 		return fmt.Errorf("data directory %s is not a directory", dir)
@@ -151,6 +154,9 @@ func permissionError(dir string, readOnly bool, err error) error {
 	if readOnly {
 		need, access = "read", unix.R_OK|unix.X_OK
 	}
+	if cerr := closedFolderError(dir); cerr != nil {
+		return cerr
+	}
 	if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
 		parent := existingAncestor(dir)
 		return fmt.Errorf("data directory %s: permission denied: you may not create it in %s%s; give one in a folder of your own (README: Security)", dir, parent, ownedBy(parent, "which"))
@@ -161,6 +167,35 @@ func permissionError(dir string, readOnly bool, err error) error {
 		what, path = pe.Path, pe.Path
 	}
 	return fmt.Errorf("data directory %s: permission denied: you may not %s %s%s; run as its owner, or have it shared with you (README: Security)", dir, need, what, ownedBy(path, "it"))
+}
+
+// closedFolderError names the folder above dir that this user may not
+// enter, when there is one: dir cannot even be looked at then, whether it
+// exists or not, and that folder's mode is the cause. It is nil otherwise.
+func closedFolderError(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil
+	}
+	if _, err := os.Stat(abs); !errors.Is(err, fs.ErrPermission) {
+		return nil
+	}
+	var above []string
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		above = append(above, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	for i := len(above) - 1; i >= 0; i-- { // from / down
+		switch err := unix.Access(above[i], unix.X_OK); {
+		case errors.Is(err, unix.EACCES):
+			return fmt.Errorf("data directory %s: permission denied: you may not enter %s, which holds it%s; run as its owner, or have it shared with you (README: Security)", dir, above[i], ownedBy(above[i], "it"))
+		case err != nil:
+			return nil
+		}
+	}
+	return nil
 }
 
 // ownedBy is " (it belongs to root, mode drwx------)", with pronoun for
