@@ -184,6 +184,9 @@ func Mount(mountpoint string, l *storage.Log, o Options) (*Server, error) {
 	// fusermount3 refuses to mount on one ("not a directory or a regular
 	// file"), and would unmount only by the name the kernel lists.
 	mp = realPath(mp)
+	if err := checkApart(mp, l.Dir()); err != nil {
+		return nil, err
+	}
 	f := newLogFS(l, o)
 	logLevel := slog.LevelWarn
 	if o.Debug {
@@ -678,6 +681,19 @@ func realPath(p string) string {
 		return real
 	}
 	return p
+}
+
+// checkApart refuses the real mount point mp when it is the data
+// directory dir or lies inside it: a caller's own check of the names it
+// was given may have seen a link lead elsewhere, then.
+func checkApart(mp, dir string) error {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = realPath(abs)
+	}
+	if mp == dir || strings.HasPrefix(mp, strings.TrimSuffix(dir, "/")+"/") {
+		return fmt.Errorf("%w: %s is inside the data directory %s", ErrMountpoint, mp, dir)
+	}
+	return nil
 }
 
 // unescapeMountinfo undoes the octal escapes (\040 for a space) of
