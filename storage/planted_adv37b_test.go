@@ -42,3 +42,63 @@ func TestFileAtPartitionFolderNameIsNamed(t *testing.T) {
 		require.Equal(t, "someone's bytes", string(b), "read-only %v: the file is left alone", ro)
 	}
 }
+
+// TestRetentionMeetsPlantedFolders: folders planted, while the log is
+// open, at the index and view-index names of segments that retention then
+// deletes, one holding someone's file. Retention goes on deleting later
+// segments round after round, never fails for them, and what the folder
+// holds is never removed (adv37).
+func TestRetentionMeetsPlantedFolders(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	var logs syncBuffer
+	l, err := Open(dir, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	defer l.Close()
+	top, err := l.CreateTopic("t", 1, Overrides{"segment.bytes": 200, "retention.bytes": 1, "file.delete.delay.ms": 0})
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	for i := 0; i < 12; i++ {
+		_, err := p.Append(values(1, strings.Repeat("v", 100)))
+		require.NoError(t, err)
+	}
+	part := filepath.Join(dir, layout.PartitionDirName("t", 0))
+	es, err := os.ReadDir(part)
+	require.NoError(t, err)
+	var logsBefore []string
+	for _, e := range es {
+		if strings.HasSuffix(e.Name(), layout.LogSuffix) {
+			logsBefore = append(logsBefore, e.Name())
+		}
+	}
+	require.Greater(t, len(logsBefore), 3, "segments rolled")
+	// Plant folders at the first two segments' view index and time index.
+	var planted []string
+	for _, name := range logsBefore[:2] {
+		stem := strings.TrimSuffix(name, layout.LogSuffix)
+		for _, suffix := range []string{layout.ViewIndexSuffix, layout.TimeIndexSuffix} {
+			f := filepath.Join(part, stem+suffix)
+			require.NoError(t, os.RemoveAll(f))
+			require.NoError(t, os.MkdirAll(f, 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(f, "someone's"), []byte("bytes"), 0o600))
+			planted = append(planted, f)
+		}
+	}
+	for round := 0; round < 3; round++ {
+		_, err := l.EnforceRetention()
+		require.NoError(t, err, "round %d", round)
+		_, err = p.Append(values(1, strings.Repeat("v", 100)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, l.Close())
+	found := 0
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "someone's" {
+			found++
+		}
+		return err
+	}))
+	require.Equal(t, len(planted), found, "what the planted folders hold is kept:\n%s", logs.String())
+	// Renamed *.deleted with their segments, the folders cannot be
+	// removed: one warning for each segment, not one each round.
+	require.Equal(t, 2, strings.Count(logs.String(), "remove deleted segment"), "%s", logs.String())
+}
