@@ -102,3 +102,44 @@ func TestRetentionMeetsPlantedFolders(t *testing.T) {
 	// removed: one warning for each segment, not one each round.
 	require.Equal(t, 2, strings.Count(logs.String(), "remove deleted segment"), "%s", logs.String())
 }
+
+// TestRollMeetsPlantedFolders: folders stand, while the log is open, at
+// the names of the files of the segment the next roll makes. The roll
+// moves them aside, keeping what they hold, and appends go on (adv37).
+func TestRollMeetsPlantedFolders(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	var logs syncBuffer
+	l, err := Open(dir, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	defer l.Close()
+	top, err := l.CreateTopic("t", 1, Overrides{"segment.bytes": 200})
+	require.NoError(t, err)
+	p, _ := top.Partition(0)
+	_, err = p.Append(values(1, strings.Repeat("v", 100)))
+	require.NoError(t, err)
+	part := filepath.Join(dir, layout.PartitionDirName("t", 0))
+	for _, suffix := range []string{layout.LogSuffix, layout.IndexSuffix, layout.TimeIndexSuffix, layout.ViewIndexSuffix} {
+		f := filepath.Join(part, layout.SegmentFileName(1, suffix))
+		require.NoError(t, os.MkdirAll(f, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(f, "someone's"), []byte("bytes"), 0o600))
+	}
+	for i := 0; i < 3; i++ {
+		_, err = p.Append(values(1, strings.Repeat("v", 100)))
+		require.NoError(t, err, "append %d: %s", i, logs.String())
+	}
+	require.NoError(t, l.Sync())
+	require.NoError(t, l.Close())
+	found := 0
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "someone's" {
+			found++
+		}
+		return err
+	}))
+	require.Equal(t, 4, found, "%s", logs.String())
+	l, err = Open(dir, Options{Logger: testLogger(t), RetentionCheckInterval: -1})
+	require.NoError(t, err)
+	p, err = l.Partition("t", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), int64(p.EndOffset()))
+}

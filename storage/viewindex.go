@@ -676,7 +676,21 @@ func (s *segment) removeViewIndex() error {
 	if s.unlinked.Load() {
 		return nil // the name may be another segment's sidecar (see segment.unlinked)
 	}
-	if err := s.fs.Remove(s.viewIndexPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+	// A folder at the name is someone's, not a stale sidecar: it is left
+	// alone (readers take the sidecar for missing, and the next write of
+	// one moves the folder aside). Removing it would lose what it holds,
+	// and failing would fail every roll onto its segment.
+	p := s.viewIndexPath()
+	isFolder := func() bool { st, err := s.fs.Stat(p); return err == nil && st.IsDir() }
+	if isFolder() {
+		s.logger.Warn("left alone in the data directory: a folder stands where logfs keeps a file; logfs takes the file for missing, and moves the folder aside (to NAME"+vfs.PlantedSuffix+") when it writes the file",
+			"path", p)
+		return nil
+	}
+	if err := s.fs.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if isFolder() { // made since the look above
+			return nil
+		}
 		return err
 	}
 	return nil
