@@ -5,9 +5,7 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -58,11 +56,7 @@ func checkFusermountMayMount(mp string) error {
 		return fmt.Errorf("%w: %v", ErrMountpoint, err)
 	}
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok && st.Mode()&os.ModeSticky != 0 && int(sys.Uid) != os.Getuid() {
-		owner := strconv.FormatUint(uint64(sys.Uid), 10)
-		if u, err := user.LookupId(owner); err == nil {
-			owner = u.Username
-		}
-		return fmt.Errorf("%w: %s is %s's and sticky (%v): fusermount3 mounts on a sticky directory only for its owner (use a folder of your own in it)", ErrMountpoint, mp, owner, st.Mode())
+		return fmt.Errorf("%w: %s is %s's and sticky (%v): fusermount3 mounts on a sticky directory only for its owner (use a folder of your own in it)", ErrMountpoint, mp, fuseenv.UserName(sys.Uid), st.Mode())
 	}
 	return nil
 }

@@ -367,20 +367,24 @@ func (l *Log) open() error {
 //     appended to that was swapped for a link) makes that write fail with
 //     an error naming it.
 func plantedReporter(logger *slog.Logger) func(path string, err error) {
-	return func(path string, err error) {
-		if aside := (*vfs.MovedAsideError)(nil); errors.As(err, &aside) {
-			logger.Warn("moved aside in the data directory: a folder stood where logfs keeps a file; logfs never removes one, look at what it holds",
-				"path", path, "to", aside.To)
-			return
-		}
-		if errors.Is(err, vfs.ErrFolder) {
-			logger.Warn("left alone in the data directory: a folder stands where logfs keeps a file; logfs takes the file for missing, and moves the folder aside (to NAME"+vfs.PlantedSuffix+") when it writes the file",
-				"path", path)
-			return
-		}
-		logger.Warn("left alone in the data directory: logfs never follows a link nor opens a FIFO, socket or device there, and never writes a file with other hard links; remove it if it is not yours",
-			"path", path, "err", err)
+	return func(path string, err error) { reportPlanted(logger, path, err) }
+}
+
+// reportPlanted warns of the entry planted at path, which err describes
+// (see plantedReporter).
+func reportPlanted(logger *slog.Logger, path string, err error) {
+	if aside := (*vfs.MovedAsideError)(nil); errors.As(err, &aside) {
+		logger.Warn("moved aside in the data directory: a folder stood where logfs keeps a file; logfs never removes one, look at what it holds",
+			"path", path, "to", aside.To)
+		return
 	}
+	if errors.Is(err, vfs.ErrFolder) {
+		logger.Warn("left alone in the data directory: a folder stands where logfs keeps a file; logfs takes the file for missing, and moves the folder aside (to NAME"+vfs.PlantedSuffix+") when it writes the file",
+			"path", path)
+		return
+	}
+	logger.Warn("left alone in the data directory: logfs never follows a link nor opens a FIFO, socket or device there, and never writes a file with other hard links; remove it if it is not yours",
+		"path", path, "err", err)
 }
 
 // mkdirDurable creates dir and its missing parents, owner-only (see

@@ -683,8 +683,7 @@ func (s *segment) removeViewIndex() error {
 	p := s.viewIndexPath()
 	isFolder := func() bool { st, err := s.fs.Stat(p); return err == nil && st.IsDir() }
 	if isFolder() {
-		s.logger.Warn("left alone in the data directory: a folder stands where logfs keeps a file; logfs takes the file for missing, and moves the folder aside (to NAME"+vfs.PlantedSuffix+") when it writes the file",
-			"path", p)
+		reportPlanted(s.logger, p, vfs.ErrFolder)
 		return nil
 	}
 	if err := s.fs.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {

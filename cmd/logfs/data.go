@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	mountfs "github.com/logfs/logfs/fs"
+	"github.com/logfs/logfs/internal/fuseenv"
 	"github.com/logfs/logfs/layout"
 	"github.com/logfs/logfs/storage"
 	"github.com/logfs/logfs/vfs"
@@ -209,11 +209,7 @@ func ownedBy(p, pronoun string) string {
 	if !ok {
 		return ""
 	}
-	name := strconv.FormatUint(uint64(sys.Uid), 10)
-	if u, err := user.LookupId(name); err == nil {
-		name = u.Username
-	}
-	return fmt.Sprintf(" (%s belongs to %s, mode %v)", pronoun, name, st.Mode())
+	return fmt.Sprintf(" (%s belongs to %s, mode %v)", pronoun, fuseenv.UserName(sys.Uid), st.Mode())
 }
 
 // existingAncestor is the nearest folder above p that exists.

@@ -104,7 +104,7 @@ func checkSetuid(bin string) error {
 			mode[3] = map[byte]byte{'x': 's', '-': 'S'}[mode[3]] // as ls shows it
 		}
 		return fmt.Errorf("%s is not set-uid root (%s %s:%s), so it cannot mount for you: ask an administrator to chmod u+s %s as root (or reinstall the fuse3 package), or mount as root",
-			bin, mode, userName(sys.Uid), groupName(sys.Gid), bin)
+			bin, mode, UserName(sys.Uid), groupName(sys.Gid), bin)
 	}
 	var fs unix.Statfs_t
 	if unix.Statfs(bin, &fs) == nil && fs.Flags&unix.ST_NOSUID != 0 {
@@ -122,7 +122,7 @@ func deviceDenied(st os.FileInfo) error {
 	}
 	owner, group := "?", "?"
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		owner, group = userName(sys.Uid), groupName(sys.Gid)
+		owner, group = UserName(sys.Uid), groupName(sys.Gid)
 	}
 	fix := "chmod 0666 " + Device + " (the usual mode)"
 	if group != "root" && group != "?" {
@@ -138,7 +138,9 @@ func deviceDenied(st os.FileInfo) error {
 	return fmt.Errorf("user %s may not open %s (%s%s %s:%s): ask an administrator to %s", who, Device, kind, mode, owner, group, fix)
 }
 
-func userName(uid uint32) string {
+// UserName is the name of the user uid, or uid in decimal when it has
+// none.
+func UserName(uid uint32) string {
 	if u, err := user.LookupId(strconv.Itoa(int(uid))); err == nil {
 		return u.Username
 	}
